@@ -1,0 +1,1 @@
+"""One module per chapter (NN_topic.py), each exposing ``rows(ctx) -> list[Row]``."""

@@ -1,0 +1,93 @@
+"""IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%gpu` runs a Python cell only with a GPU."""
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from ._errors import CompileError
+
+__all__ = ["cell_sources", "load_ipython_extension", "cuda_cell", "gpu_cell"]
+
+cell_sources: dict = {}
+"""Sources of `%%cuda` cells by --name (or first kernel name); the grader reads exercises from here."""
+
+_parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
+_parser.add_argument("--arch", default=None)
+_parser.add_argument("--options", default="")
+_parser.add_argument("--name", default=None)
+_parser.add_argument("--no-run", action="store_true", dest="no_run")
+_parser.add_argument("--requires", default=None)
+_parser.add_argument("--quiet", action="store_true")
+
+
+def _usage_error(msg):
+    from IPython.core.error import UsageError
+    return UsageError(msg)
+
+
+def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
+    """Compile ``cell``; put its kernels in ``namespace``; return them. Used by the `%%cuda` magic."""
+    from ._compile import arch_cc, compile_for_arch, normalize_arch
+    from ._env import device_info, gpu_available
+    from ._launch import Module
+    from ._signature import parse_kernels
+    try:
+        args = _parser.parse_args(shlex.split(line))
+    except SystemExit:
+        raise _usage_error("%%cuda takes: [--arch sm_80] [--options \"-DN=4\"] [--name NAME] [--no-run] "
+                           "[--requires sm_80] [--quiet]") from None
+    names = list(parse_kernels(cell))
+    key = args.name or (names[0] if names else "cell")
+    cell_sources[key] = cell
+    options = shlex.split(args.options)
+    have_gpu = gpu_available()
+    arch = normalize_arch(args.arch) if args.arch else None
+    if have_gpu and args.requires:
+        need = normalize_arch(args.requires)
+        if device_info().cc < arch_cc(need):
+            print(f"This cell needs {need} or newer; this GPU is {device_info().arch}. It was compiled for "
+                  f"{need} only, to show that it builds; the lesson's fallback path follows.")
+            have_gpu, arch = False, need
+    target = arch or (device_info().arch if have_gpu else normalize_arch(args.requires or "sm_80"))
+    try:
+        prog = compile_for_arch(cell, target, options=options)
+    except CompileError as exc:
+        if args.no_run:
+            print(str(exc))  # an exercise: the grader reports it too; let the notebook go on
+            return {}
+        raise _usage_error(str(exc)) from None
+    if not have_gpu or args.no_run:
+        if not args.quiet:
+            res = prog.resources
+            detail = "; ".join(f"{k}: {v.summary()}" for k, v in res.items() if k in names) or "ok"
+            why = "kept for grading" if args.no_run else "running it needs a GPU"
+            print(f"Compiled {', '.join(names) or 'the cell'} for {target} with NVRTC ({detail}); {why}.")
+        return {}
+    module = Module(prog)
+    namespace.update(module.kernels)
+    if args.name:
+        namespace[args.name + "_module"] = module
+    if not args.quiet:
+        print(module.report())
+    return dict(module.kernels)
+
+
+def gpu_cell(line: str, cell: str, shell) -> None:
+    """Run ``cell`` with a GPU; otherwise print one sentence saying what it would have done."""
+    from ._env import gpu_available, no_gpu_message
+    if not gpu_available():
+        print(no_gpu_message(line.strip() or "This cell"))
+        return
+    shell.run_cell(cell)
+
+
+def load_ipython_extension(ipython) -> None:
+    from IPython.core.magic import register_cell_magic
+
+    @register_cell_magic("cuda")
+    def _cuda(line, cell):
+        cuda_cell(line, cell, ipython.user_ns)
+
+    @register_cell_magic("gpu")
+    def _gpu(line, cell):
+        gpu_cell(line, cell, ipython)

@@ -1,0 +1,74 @@
+"""Comparing outputs with references."""
+import numpy as np
+import pytest
+
+from course import CheckError, assert_close, check, default_tolerance
+
+
+def test_pass_and_fail_float32():
+    """Does a float32 result within tolerance pass, and one wrong element fail with its index?"""
+    ref = np.linspace(0, 1, 1000, dtype=np.float32)
+    assert check(ref + 1e-7, ref)
+    bad = ref.copy()
+    bad[123] += 0.5
+    r = check(bad, ref, name="y")
+    assert not r and r.n_bad == 1
+    assert "at [123]" in r.message and "yours" in r.message and "expected" in r.message
+    assert "0.1%" in r.message
+
+
+def test_nan_never_passes_and_hints_unwritten():
+    """Is a NaN where the reference is finite a failure, with a hint about unwritten elements?"""
+    ref = np.ones(10, np.float32)
+    out = ref.copy()
+    out[-3:] = np.nan
+    r = check(out, ref)
+    assert not r and r.n_bad == 3
+    assert "never written" in r.message
+
+
+def test_nan_positions_must_match():
+    """Do matching NaN/Inf positions pass and a finite value where the reference has NaN fail?"""
+    ref = np.array([1.0, np.nan, np.inf, -np.inf])
+    assert check(ref.copy(), ref)
+    out = ref.copy()
+    out[1] = 0.0
+    assert not check(out, ref)
+    out = ref.copy()
+    out[2] = -np.inf
+    assert not check(out, ref)
+
+
+def test_scale_aware_atol():
+    """Is the absolute term scaled by the reference's magnitude?"""
+    ref = np.full(4, 1e6, np.float32)
+    ref[0] = 0.0
+    out = ref.copy()
+    out[0] = 5.0  # 5 off zero: tiny next to 1e6 entries, but would fail an absolute 1e-5
+    assert check(out, ref)
+    assert not check(out, ref, atol=1e-5)
+
+
+def test_integers_exact():
+    """Are integer outputs compared exactly?"""
+    ref = np.arange(10, dtype=np.int32)
+    out = ref.copy()
+    out[4] += 1
+    r = check(out, ref)
+    assert not r and "at [4]" in r.message
+    assert default_tolerance(np.int32) == (0.0, 0.0)
+
+
+def test_shape_mismatch_and_2d_indices():
+    """Is a shape mismatch reported, and are 2-D indices shown as [row, col]?"""
+    assert "shape" in check(np.zeros(3), np.zeros(4)).message
+    ref = np.zeros((4, 5), np.float32)
+    out = ref.copy()
+    out[2, 3] = 1
+    assert "at [2, 3]" in check(out, ref).message
+
+
+def test_assert_close_raises_with_message():
+    """Does assert_close raise CheckError carrying the same message?"""
+    with pytest.raises(CheckError, match="1 of 3"):
+        assert_close(np.array([1.0, 2, 4]), np.array([1.0, 2, 3]))

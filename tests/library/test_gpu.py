@@ -1,0 +1,132 @@
+"""The library on a real GPU (marker `gpu`: skipped without one)."""
+import numpy as np
+import pytest
+
+import course
+
+pytestmark = pytest.mark.gpu
+
+SAXPY = r'''
+extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i] + y[i];
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def cp():
+    if not course.gpu_available():
+        pytest.skip("no CUDA GPU")
+    import cupy
+    return cupy
+
+
+def test_launch_with_python_ints_and_odd_size(cp):
+    """Does a Python int reach an `int` parameter correctly (not as 64 bits) at n = 1,000,003?"""
+    k = course.compile(SAXPY).kernel("saxpy")
+    n = 1_000_003
+    x = cp.random.random(n, dtype=cp.float32)
+    y = cp.random.random(n, dtype=cp.float32)
+    ref = 2.5 * x.get() + y.get()
+    k(course.grid_for(n, 256), 256, n, 2.5, x, y)
+    course.assert_close(y, ref)
+
+
+def test_argument_errors_name_the_parameter(cp):
+    """Are a wrong dtype, a host array and an overflowing int refused with the parameter's name?"""
+    k = course.compile(SAXPY).kernel("saxpy")
+    x = cp.zeros(10, cp.float64)
+    y = cp.zeros(10, cp.float32)
+    with pytest.raises(course.LaunchError, match="const float\\* x.*float32.*float64"):
+        k(1, 32, 10, 1.0, x, y)
+    with pytest.raises(course.LaunchError, match="NumPy array"):
+        k(1, 32, 10, 1.0, np.zeros(10, np.float32), y)
+    with pytest.raises(course.LaunchError, match="does not fit"):
+        k(1, 32, 2**40, 1.0, y, y)
+    with pytest.raises(course.LaunchError, match="2048 threads"):
+        k(1, 2048, 10, 1.0, y, y)
+
+
+def test_resources_and_occupancy(cp):
+    """Does the driver's resource report agree with ptxas, and is occupancy positive?"""
+    m = course.compile(SAXPY)
+    r = m.kernel("saxpy").resources
+    assert r.registers == m.program.resources["saxpy"].registers
+    assert r.max_threads_per_block == 1024
+    assert m.kernel("saxpy").occupancy(256) >= 4
+    assert "registers" in m.report()
+
+
+def test_big_dynamic_shared_memory(cp):
+    """Does a launch with more than 48 KiB of dynamic shared memory opt in and run?"""
+    src = r'''extern "C" __global__ void fill(float* out, int n) {
+        extern __shared__ float buf[];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = i;
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buf[n - 1 - i];
+    }'''
+    k = course.compile(src).kernel("fill")
+    n = 80 * 1024 // 4
+    out = cp.full(n, cp.nan, cp.float32)
+    k(1, 256, out, n, shared_mem=n * 4)
+    course.assert_close(out, np.arange(n, dtype=np.float32)[::-1])
+
+
+def test_wmma_runs_and_sass_has_hmma(cp):
+    """Does a WMMA kernel compile from the pip headers, give the right tile, and show HMMA in SASS?"""
+    src = r'''#include <mma.h>
+    using namespace nvcuda;
+    extern "C" __global__ void tile(const half* a, const half* b, float* c) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+        wmma::fill_fragment(fc, 0.0f);
+        wmma::load_matrix_sync(fa, a, 16);
+        wmma::load_matrix_sync(fb, b, 16);
+        wmma::mma_sync(fc, fa, fb, fc);
+        wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+    }'''
+    m = course.compile(src)
+    a = cp.random.standard_normal((16, 16)).astype(cp.float16)
+    b = cp.random.standard_normal((16, 16)).astype(cp.float16)
+    c = cp.full((16, 16), cp.nan, cp.float32)
+    m.tile(1, 32, a, b, c)
+    course.assert_close(c, a.get().astype(np.float32) @ b.get().astype(np.float32), rtol=1e-3)
+    try:
+        sass = m.sass()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    assert "HMMA" in sass
+
+
+def test_benchmark_copy_matches_cupy_timer(cp):
+    """Is the course's copy bandwidth within 5% of CuPy's own timer on the same copy?"""
+    from cupyx.profiler import benchmark as cupy_bench
+    n = 1 << 27
+    src = cp.random.random(n)
+    dst = cp.empty_like(src)
+    r = course.benchmark(lambda: cp.copyto(dst, src), name="copy")
+    ours = r.gbps(2 * src.nbytes)
+    theirs = cupy_bench(cp.copyto, (dst, src), n_repeat=30, n_warmup=3)
+    t = float(np.median(theirs.gpu_times[0]))
+    assert abs(ours / (2 * src.nbytes / t / 1e9) - 1) < 0.05
+    assert r.n >= 10
+    assert r.sm_clock_mhz is None or r.sm_clock_mhz > 0
+
+
+def test_gemm_operand_swap_is_row_major(cp):
+    """Does the cuBLAS wrapper compute row-major A @ B for non-square shapes, in FP32 and BF16?"""
+    from course._cublas import from_bf16, gemm, to_bf16
+    a = cp.random.standard_normal((37, 53), dtype=cp.float32)
+    b = cp.random.standard_normal((53, 29), dtype=cp.float32)
+    course.assert_close(gemm(a, b, compute="fp32"), a.get() @ b.get())
+    out = from_bf16(gemm(to_bf16(a), to_bf16(b), compute="bf16"))
+    course.assert_close(out, a.get() @ b.get(), rtol=3e-2, atol=0.3)
+
+
+def test_preflight_on_gpu(cp, capsys):
+    """Does preflight show the GPU, versions, feature gates and ceilings?"""
+    text = course.preflight()
+    d = course.device_info()
+    assert d.name in text and "NVRTC" in text and "Features:" in text and "copy" in text

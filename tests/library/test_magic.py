@@ -1,0 +1,59 @@
+"""The %%cuda and %%gpu magics, without a GPU."""
+import pytest
+
+from course import _env, _magic
+
+GOOD = 'extern "C" __global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 1; }'
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(_env, "_probe", lambda: (None, "no driver"))
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+
+
+def test_cuda_cell_compiles_and_keeps_source(capsys):
+    """Without a GPU, does %%cuda compile for sm_80, say so, and keep the source for grading?"""
+    ns = {}
+    _magic.cuda_cell("--name ex1", GOOD, ns)
+    out = capsys.readouterr().out
+    assert "Compiled k for sm_80" in out and "needs a GPU" in out and "registers" in out
+    assert _magic.cell_sources["ex1"] == GOOD and ns == {}
+
+
+def test_compile_error_is_a_usage_error_with_numbered_source():
+    """Is a compile error shown as a short UsageError with numbered source, not a traceback wall?"""
+    from IPython.core.error import UsageError
+    with pytest.raises(UsageError) as ei:
+        _magic.cuda_cell("", GOOD.replace("y[i] = 1", "y[i] = z"), {})
+    assert ">   1 |" in str(ei.value) and '"z"' in str(ei.value)
+
+
+def test_no_run_compile_error_is_printed_not_raised(capsys):
+    """In an exercise cell (--no-run), is a compile error printed so later cells still run?"""
+    _magic.cuda_cell("--name ex2 --no-run", "__global__ void k( {", {})
+    assert "could not compile" in capsys.readouterr().out
+    assert "ex2" in _magic.cell_sources
+
+
+def test_requires_flag_compiles_for_that_arch(capsys):
+    """Does --requires sm_90 compile for sm_90 when there is no GPU?"""
+    _magic.cuda_cell("--requires sm_90", GOOD, {})
+    assert "for sm_90" in capsys.readouterr().out
+
+
+def test_bad_magic_arguments():
+    """Does an unknown option give a usage line?"""
+    from IPython.core.error import UsageError
+    with pytest.raises(UsageError, match="--name"):
+        _magic.cuda_cell("--bogus", GOOD, {})
+
+
+def test_gpu_cell_skips_with_one_sentence(capsys):
+    """Does %%gpu print one sentence and run nothing without a GPU?"""
+    class Shell:
+        def run_cell(self, cell):
+            raise AssertionError("must not run")
+    _magic.gpu_cell("time the copy", "1/0", Shell())
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("[no GPU] time the copy needs an NVIDIA GPU") and out.count("\n") == 0

@@ -1,0 +1,69 @@
+"""Sweeps (live with a fake run, and replayed from a recording) and plots, on the CPU."""
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pytest  # noqa: E402
+
+from course import _env, plots, widgets  # noqa: E402
+from course._ceilings import Ceilings  # noqa: E402
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(_env, "_probe", lambda: (None, "no driver"))
+
+
+def test_replay_from_recording(tmp_path, no_gpu):
+    """Without a GPU, does a sweep replay recorded points and say where they were measured?"""
+    rec = tmp_path / "s.json"
+    rec.write_text(json.dumps({"gpu": "NVIDIA H100", "points": [
+        {"values": {"block": 128, "grid": 1}, "value": 10.0},
+        {"values": {"block": 256, "grid": 1}, "value": 20.0},
+        {"values": {"block": 2048, "grid": 1}, "value": None, "note": "LaunchError: too many threads"}]}))
+    s = widgets.sweep(lambda **v: 1 / 0, {"block": [128, 256, 2048], "grid": [1]}, metric="GB/s", recorded=rec)
+    assert not s.live and s.recorded_on == "NVIDIA H100"
+    assert s.curve(grid=1) == [(128, 10.0), (256, 20.0), (2048, None)]
+    ax, notes = s.plot()
+    assert "recorded on NVIDIA H100" in ax.get_title()
+    assert notes == ["block=2048: LaunchError: too many threads"]
+
+
+def test_live_sweep_measures_once_and_records_invalid(tmp_path, no_gpu):
+    """With a (fake) GPU, is each point measured once, and an invalid choice noted, not raised?"""
+    calls = []
+
+    def run(block, tile):
+        calls.append((block, tile))
+        if block > 1024:
+            raise ValueError("block too large")
+        return block * tile
+
+    s = widgets.Sweep(run, {"block": [256, 2048], "tile": [1, 2]}, metric="x", name="t",
+                      recorded=tmp_path / "t.json")
+    s.live = True
+    assert s.curve(tile=2) == [(256, 512.0), (2048, None)]
+    s.curve(tile=2)
+    assert calls == [(256, 2), (2048, 2)]
+    assert "block too large" in s.note(block=2048, tile=2)
+    s.measure_all(progress=False)
+    assert len(s.results) == 4
+
+
+def test_sweep_argument_errors():
+    """Are empty params and an unknown x refused, naming the argument?"""
+    with pytest.raises(ValueError, match="params"):
+        widgets.Sweep(lambda: 0, {}, metric="x")
+    with pytest.raises(ValueError, match="`x`"):
+        widgets.Sweep(lambda: 0, {"a": [1]}, metric="x", x="b")
+
+
+def test_roofline_and_timeline_draw():
+    """Does the roofline draw one line per roof with the ridge point, and the timeline one bar per span?"""
+    c = Ceilings("GPU", 3000.0, 50, 50, 50.0, 400.0, 700.0, 700.0, source="measured")
+    ax = plots.roofline([("saxpy", 1 / 12, 0.25)], c)
+    assert len(ax.lines) == 3
+    assert any("ridge" in t.get_text() for t in ax.texts)
+    ax = plots.timeline([("s0", "H2D", 0, 1), ("s0", "kernel", 1, 2), ("s1", "H2D", 1, 2)])
+    assert len(ax.patches) == 3
