@@ -1,0 +1,17 @@
+"""Grade CUDA kernel exercises for correctness and speed, isolated from the student's code.
+
+Specs live in autograder/specs/NN_topic.py (format: autograder/SPEC_FORMAT.md). Importing this package
+never imports CuPy or touches CUDA; grading happens in spawned child processes.
+"""
+from .loader import chapters, get_exercise, load_chapter
+from .nb import nbgrader_points, preview
+from .report import ExerciseReport, Report, SizeResult, SpeedResult, Status
+from .runner import grade_path, grade_source, speed_trials
+from .spec import (LARGER_THAN_L2, Exercise, In, InOut, Out, Points, Scalar, SpecError, Tolerance, Uniform,
+                   cdiv)
+
+__all__ = [
+    "Exercise", "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "LARGER_THAN_L2", "cdiv",
+    "SpecError", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
+    "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "Status",
+]

@@ -1,0 +1,94 @@
+"""A student's launch configuration, read as data (never executed) and checked against the spec.
+
+Students may declare ``LAUNCH = {"block": 256}`` in a data cell (tagged ``launch:NAME``) or as a
+comment line ``// LAUNCH = {"block": 256}`` in the kernel source. Only literals are accepted, so the
+grader can read it without running student Python.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from .spec import Exercise, SpecError, did_you_mean
+
+__all__ = ["LaunchDataError", "parse_launch_cell", "launch_from_source", "sanitize", "merge_launch",
+           "check_cfg_values"]
+
+_COMMENT = re.compile(r"^\s*//\s*LAUNCH\s*[=:]\s*(\{.*\})\s*$", re.M)
+
+
+class LaunchDataError(SpecError):
+    """The student's LAUNCH data is not a dict of ints the exercise knows."""
+
+
+def _literal(text: str, where: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise LaunchDataError(f"{where}: the LAUNCH value must be a literal dict such as "
+                              f"{{\"block\": 256}} ({type(exc).__name__})") from None
+
+
+def parse_launch_cell(source: str, exercise: str | None = None) -> dict | None:
+    """The dict assigned to ``LAUNCH`` (or ``<EXERCISE>_LAUNCH``) in a Python cell, read with ast."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    wanted = {"LAUNCH"} | ({f"{exercise.upper()}_LAUNCH", f"{exercise}_LAUNCH"} if exercise else set())
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in wanted:
+            found = _literal(ast.get_source_segment(source, node.value) or "", "launch cell")
+    return None if found is None else sanitize(found)
+
+
+def launch_from_source(source: str) -> dict | None:
+    """The ``// LAUNCH = {...}`` comment in kernel source, if there is one (the last one wins)."""
+    hits = _COMMENT.findall(source or "")
+    return sanitize(_literal(hits[-1], "// LAUNCH comment")) if hits else None
+
+
+def sanitize(obj) -> dict:
+    """A plain dict of str -> int or tuple of ints, rebuilt so no foreign object reaches a child."""
+    if not isinstance(obj, dict):
+        raise LaunchDataError(f"LAUNCH should be a dict such as {{\"block\": 256}}; got {type(obj).__name__}")
+    out = {}
+    for k, v in obj.items():
+        if not isinstance(k, str):
+            raise LaunchDataError(f"LAUNCH keys should be strings; got {k!r}")
+        if type(v) is int:
+            out[str(k)] = int(v)
+        elif isinstance(v, (list, tuple)) and v and all(type(x) is int for x in v):
+            out[str(k)] = tuple(int(x) for x in v)
+        else:
+            raise LaunchDataError(f"LAUNCH[{k!r}] should be an int or a tuple of ints; got {v!r}")
+    return out
+
+
+def check_cfg_values(cfg: dict) -> str:
+    """'' when every value is a positive int or a tuple of positive ints."""
+    for k, v in cfg.items():
+        vals = v if isinstance(v, tuple) else (v,)
+        if not all(isinstance(x, int) and x > 0 for x in vals) or not vals:
+            return f"{k!r} should be a positive int or a tuple of them; got {v!r}"
+    return ""
+
+
+def merge_launch(ex: Exercise, student: dict | None) -> dict:
+    """The exercise's defaults overridden by the student's values; unknown keys are errors."""
+    cfg = dict(ex.launch_defaults)
+    if not student:
+        return cfg
+    student = sanitize(student)
+    for k in student:
+        if k not in cfg:
+            known = ", ".join(cfg) or "none"
+            raise LaunchDataError(f"LAUNCH has {k!r}, which {ex.name} does not use (it takes: {known})."
+                                  + did_you_mean(k, list(cfg)))
+    problem = check_cfg_values(student)
+    if problem:
+        raise LaunchDataError(f"LAUNCH: {problem}")
+    cfg.update(student)
+    return cfg

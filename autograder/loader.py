@@ -1,0 +1,362 @@
+"""Load `autograder/specs/NN_topic.py` and validate every exercise when it loads, not mid-grading.
+
+Each error names the spec file, the exercise and the field, with a 'did you mean' for near misses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import re
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .spec import (Exercise, In, InOut, L2Multiple, Out, Points, Scalar, SpecError, Tolerance, Uniform,
+                   _Array, did_you_mean, names_in, shape_of)
+
+__all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
+           "load_spec_file"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+# a value that any real L2 is below, to test launch functions on symbolic sizes at load time
+_L2_FOR_VALIDATION = 64 << 20
+_BIG_LITERAL_BYTES = 256 << 20
+_WARP = 32
+
+
+def chapters() -> list:
+    """Chapter stems that have a spec file."""
+    return sorted(p.stem for p in SPECS_DIR.glob("[0-9][0-9]_*.py"))
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    f = 3
+    while f * f <= n:
+        if n % f == 0:
+            return False
+        f += 2
+    return True
+
+
+class _Where:
+    """Builds error messages that say where: file, exercise, field."""
+
+    def __init__(self, path: Path, exercise: str = "?"):
+        self.path, self.exercise = path, exercise
+
+    def error(self, field: str, problem: str) -> SpecError:
+        try:
+            shown = self.path.relative_to(ROOT)
+        except ValueError:
+            shown = self.path
+        return SpecError(f"{shown}: exercise {self.exercise!r}, field {field!r}: {problem}")
+
+
+def _unexpected_kwarg(exc: TypeError):
+    m = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
+    if not m:
+        return None
+    cls = {c.__name__: c for c in (Exercise, In, Out, InOut, Scalar, Points, Tolerance, Uniform)}.get(m.group(1))
+    fields = [f.name for f in dataclasses.fields(cls)] if cls else []
+    return m.group(1), m.group(2), fields
+
+
+def load_spec_file(path: Path) -> list:
+    """Execute one spec file and return its validated `EXERCISES`."""
+    path = Path(path).resolve()
+    chapter = path.stem
+    where = _Where(path)
+    modname = f"autograder_spec_{chapter}"
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except TypeError as exc:
+        bad = _unexpected_kwarg(exc)
+        line = _line_in(exc, path)
+        if bad:
+            cls, kw, fields = bad
+            raise SpecError(f"{path.name}{line}: {cls} has no field {kw!r}.{did_you_mean(kw, fields)} "
+                            f"Fields: {', '.join(fields)}") from None
+        raise SpecError(f"{path.name}{line}: {exc}") from None
+    except SpecError as exc:
+        raise SpecError(f"{path.name}{_line_in(exc, path)}: {exc}") from None
+    except Exception as exc:
+        raise SpecError(f"{path.name}{_line_in(exc, path)}: the spec file failed to load: "
+                        f"{type(exc).__name__}: {exc}") from None
+    exercises = getattr(module, "EXERCISES", None)
+    if exercises is None:
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise SpecError(f"{path.name}: defines no EXERCISES list.{did_you_mean('EXERCISES', names)}")
+    if not isinstance(exercises, (list, tuple)) or not all(isinstance(e, Exercise) for e in exercises):
+        raise SpecError(f"{path.name}: EXERCISES should be a list of autograder.Exercise")
+    seen = set()
+    for ex in exercises:
+        where.exercise = ex.name
+        if ex.name in seen:
+            raise where.error("name", "two exercises have this name")
+        seen.add(ex.name)
+        validate(ex, path)
+    return list(exercises)
+
+
+def _line_in(exc: BaseException, path: Path) -> str:
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path]
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        lines.append(exc.lineno)
+    return f", line {lines[-1]}" if lines else ""
+
+
+@functools.lru_cache(maxsize=None)
+def load_chapter(chapter: str) -> tuple:
+    """The validated exercises of ``chapter`` (e.g. '01_first_kernel'). Raises `SpecError`."""
+    path = SPECS_DIR / f"{chapter}.py"
+    if not path.exists():
+        raise SpecError(f"no spec for chapter {chapter!r} in {SPECS_DIR.relative_to(ROOT)}/."
+                        f"{did_you_mean(chapter, chapters())} Chapters with specs: "
+                        f"{', '.join(chapters()) or 'none'}")
+    return tuple(load_spec_file(path))
+
+
+def get_exercise(chapter: str, name: str) -> Exercise:
+    exercises = load_chapter(chapter)
+    for ex in exercises:
+        if ex.name == name:
+            return ex
+    names = [e.name for e in exercises]
+    raise SpecError(f"chapter {chapter!r} has no exercise {name!r}.{did_you_mean(name, names)} "
+                    f"Its exercises: {', '.join(names)}")
+
+
+def reference_source(ex: Exercise) -> str:
+    return (ROOT / "solutions" / ex.chapter / ex.source_file).read_text()
+
+
+def _dims_ok(v) -> bool:
+    if isinstance(v, (int, np.integer)):
+        return int(v) >= 1
+    return isinstance(v, tuple) and 1 <= len(v) <= 3 and all(
+        isinstance(x, (int, np.integer)) and int(x) >= 1 for x in v)
+
+
+def check_launch_result(result) -> str:
+    """'' if ``result`` looks like (grid, block, shared_mem), else what is wrong with it."""
+    if not (isinstance(result, tuple) and len(result) == 3):
+        return f"should return (grid, block, shared_mem); got {result!r}"
+    grid, block, smem = result
+    if not _dims_ok(grid):
+        return f"grid should be a positive int or a tuple of 1 to 3 of them; got {grid!r}"
+    if not _dims_ok(block):
+        return f"block should be a positive int or a tuple of 1 to 3 of them; got {block!r}"
+    if not isinstance(smem, (int, np.integer)) or smem < 0:
+        return f"shared_mem should be a non-negative int; got {smem!r}"
+    return ""
+
+
+def _literal_case(ex: Exercise, case: dict) -> dict:
+    return ex.resolve_sizes(case, _L2_FOR_VALIDATION)
+
+
+def validate(ex: Exercise, path: Path) -> None:
+    """Raise `SpecError` for the first problem found in ``ex``."""
+    where = _Where(Path(path), ex.name)
+    chapter = Path(path).stem
+    if not isinstance(ex.name, str) or not ex.name.isidentifier():
+        raise where.error("name", f"should be an identifier; got {ex.name!r}")
+    if not ex.chapter:
+        ex.chapter = chapter
+    elif ex.chapter != chapter:
+        raise where.error("chapter", f"is {ex.chapter!r} but the spec file is for {chapter!r}")
+    if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
+        raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
+
+    _validate_params(ex, where)
+    _validate_sizes(ex, where)
+    _validate_source(ex, where)
+    _validate_launch(ex, where)
+    _validate_scoring(ex, where)
+
+
+def _validate_params(ex, where):
+    if not isinstance(ex.params, (list, tuple)) or not ex.params:
+        raise where.error("params", "should be a non-empty list of In/Out/InOut/Scalar in C order")
+    names = []
+    for p in ex.params:
+        if not isinstance(p, (In, Out, InOut, Scalar)):
+            raise where.error("params", f"{p!r} is not an In, Out, InOut or Scalar")
+        if p.name in names:
+            raise where.error("params", f"two parameters are named {p.name!r}")
+        names.append(p.name)
+        if isinstance(p, _Array):
+            try:
+                np.dtype(p.dtype)
+            except TypeError:
+                raise where.error("params", f"{p.name}: {p.dtype!r} is not a NumPy dtype"
+                                  + did_you_mean(str(p.dtype), list(np.sctypeDict))) from None
+            try:
+                names_in(p.shape)
+            except SpecError as exc:
+                raise where.error("params", f"{p.name}: shape {exc}") from None
+            gen = getattr(p, "gen", None)
+            if gen is not None and not (isinstance(gen, Uniform) or callable(gen)):
+                raise where.error("params", f"{p.name}: gen should be a Uniform or a callable")
+            if isinstance(p, Out) and not (p.fill == "poison" or isinstance(p.fill, (int, float))):
+                raise where.error("params", f"{p.name}: fill should be 'poison' or a number; got {p.fill!r}")
+        else:
+            from course._signature import CTYPES
+            if p.ctype not in CTYPES:
+                raise where.error("params", f"{p.name}: unknown C type {p.ctype!r}."
+                                  + did_you_mean(p.ctype, list(CTYPES)))
+            if isinstance(p.value, str):
+                try:
+                    names_in(p.value)
+                except SpecError as exc:
+                    raise where.error("params", f"{p.name}: value {exc}") from None
+            elif not isinstance(p.value, (int, float, Uniform)) and not callable(p.value):
+                raise where.error("params", f"{p.name}: value should be a size expression, a number, "
+                                  f"a Uniform or a callable; got {p.value!r}")
+    if not any(isinstance(p, (Out, InOut)) for p in ex.params):
+        raise where.error("params", "has no Out or InOut array, so there is nothing to check")
+
+
+def _validate_sizes(ex, where):
+    if not isinstance(ex.sizes, (list, tuple)) or not ex.sizes:
+        raise where.error("sizes", "should be a non-empty list of dicts of size variables")
+    used = set()
+    for p in ex.params:
+        used |= names_in(p.shape) if isinstance(p, _Array) else (
+            names_in(p.value) if isinstance(p.value, str) else set())
+    for case in ex.sizes:
+        if not isinstance(case, dict):
+            raise where.error("sizes", f"each case should be a dict like {{'n': 33}}; got {case!r}")
+        for k in sorted(used - set(case)):
+            odd = [x for x in case if x not in used]
+            raise where.error("sizes", f"case {case!r} lacks {k!r}, which the params use."
+                              + did_you_mean(k, odd))
+        for k in set(case) - used:
+            raise where.error("sizes", f"case {case!r}: no parameter uses {k!r}." + did_you_mean(k, used))
+        for k, v in case.items():
+            if isinstance(v, L2Multiple):
+                continue
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise where.error("sizes", f"case {case!r}: {k} should be a positive int or LARGER_THAN_L2")
+        if sum(isinstance(v, L2Multiple) for v in case.values()) > 1:
+            raise where.error("sizes", f"case {case!r}: only one variable per case can be LARGER_THAN_L2")
+    literal = [c for c in ex.sizes if not any(isinstance(v, L2Multiple) for v in c.values())]
+    missing = []
+    if not any(all(v == 1 for v in c.values()) for c in literal):
+        missing.append("a case where every size is 1")
+    if not any(_is_prime(int(v)) and v > 2 for c in literal for v in c.values()):
+        missing.append("a prime size (an odd one, e.g. 1_000_003)")
+    if not any(v > 1 and v % _WARP != 0 for c in literal for v in c.values()):
+        missing.append("a size > 1 that is not a multiple of the block size (e.g. 33)")
+    big = [c for c in ex.sizes if any(isinstance(v, L2Multiple) for v in c.values())
+           or ex.array_bytes(c) >= _BIG_LITERAL_BYTES]
+    if not big:
+        missing.append("a case larger than L2 (e.g. {'n': LARGER_THAN_L2})")
+    if missing:
+        raise where.error("sizes", "the test sizes need " + "; ".join(missing))
+    if ex.speed_size is not None:
+        if not isinstance(ex.speed_size, dict) or set(ex.speed_size) != set(ex.size_names):
+            raise where.error("speed_size", f"should be one size case with the keys {ex.size_names}; "
+                              f"got {ex.speed_size!r}")
+
+
+def _validate_source(ex, where):
+    path = ROOT / "solutions" / ex.chapter / ex.source_file
+    if not path.is_file():
+        there = sorted(p.name for p in path.parent.glob("*.cu")) if path.parent.is_dir() else []
+        raise where.error("source_file", f"solutions/{ex.chapter}/{ex.source_file} does not exist."
+                          + did_you_mean(ex.source_file, there))
+    from .signature import compare_signature
+    problem = compare_signature(ex, path.read_text())
+    if problem:
+        raise where.error("params", f"do not match the reference kernel in {path.name}: {problem}")
+
+
+def _validate_launch(ex, where):
+    if not callable(ex.launch):
+        raise where.error("launch", "should be a function (sizes, cfg) -> (grid, block, shared_mem)")
+    if not isinstance(ex.launch_defaults, dict):
+        raise where.error("launch_defaults", f"should be a dict like {{'block': 256}}; got {ex.launch_defaults!r}")
+    from .launchcfg import check_cfg_values
+    problem = check_cfg_values(ex.launch_defaults)
+    if problem:
+        raise where.error("launch_defaults", problem)
+    for case in list(ex.sizes) + [ex.default_speed_size()]:
+        sizes = _literal_case(ex, case)
+        try:
+            result = ex.launch(dict(sizes), dict(ex.launch_defaults))
+        except Exception as exc:
+            raise where.error("launch", f"raised {type(exc).__name__}: {exc} for sizes {sizes}") from None
+        problem = check_launch_result(result)
+        if problem:
+            raise where.error("launch", f"for sizes {sizes}: {problem}")
+    if not (ex.reference == "kernel" or callable(ex.reference)):
+        raise where.error("reference", f"should be 'kernel' or a NumPy function; got {ex.reference!r}")
+
+
+def _validate_scoring(ex, where):
+    int_out = [p.name for p in ex.arrays if isinstance(p, (Out, InOut)) and p.np_dtype.kind in "iub"]
+    tol = ex.tolerance
+    if tol not in (None, "exact") and not isinstance(tol, Tolerance):
+        raise where.error("tolerance", f"should be None (by dtype), 'exact' or Tolerance(rtol, atol); got {tol!r}")
+    if isinstance(tol, Tolerance):
+        if tol.rtol < 0 or (tol.atol is not None and tol.atol < 0):
+            raise where.error("tolerance", "rtol and atol should be >= 0")
+        if int_out:
+            raise where.error("tolerance", f"integer outputs ({', '.join(int_out)}) are compared exactly; "
+                              "use None or 'exact'")
+    if not isinstance(ex.points, Points) or ex.points.correctness < 0 or ex.points.speed < 0:
+        raise where.error("points", f"should be Points(correctness=..., speed=...) >= 0; got {ex.points!r}")
+    if not isinstance(ex.speed_threshold, (int, float)) or ex.speed_threshold <= 0:
+        raise where.error("speed_threshold", f"should be a positive ratio such as 0.8; got {ex.speed_threshold!r}")
+    for tier in ex.speed_tiers:
+        if not (isinstance(tier, tuple) and len(tier) == 2 and 0 < tier[0] < ex.speed_threshold
+                and 0 < tier[1] < 1):
+            raise where.error("speed_tiers", f"each tier is (ratio below speed_threshold, fraction in (0, 1)); "
+                              f"got {tier!r}")
+    if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2 and all(isinstance(x, int) for x in ex.min_cc)):
+        raise where.error("min_cc", f"should be (major, minor) such as (8, 0); got {ex.min_cc!r}")
+    if isinstance(ex.required_sass, str) or not all(isinstance(s, str) for s in ex.required_sass):
+        raise where.error("required_sass", f"should be a list of SASS opcodes like ['HMMA']; got {ex.required_sass!r}")
+    if not isinstance(ex.timeout_s, (int, float)) or ex.timeout_s <= 0:
+        raise where.error("timeout_s", f"should be a positive number of seconds; got {ex.timeout_s!r}")
+    if not isinstance(ex.deterministic, bool):
+        raise where.error("deterministic", "should be True or False")
+    if isinstance(ex.options, str) or not all(isinstance(o, str) for o in ex.options):
+        raise where.error("options", f"should be a list of NVRTC options; got {ex.options!r}")
+    big = _literal_case(ex, ex.default_speed_size())
+    for field in ("floor_bytes", "floor_flops"):
+        fn = getattr(ex, field)
+        if fn is None:
+            continue
+        if not callable(fn):
+            raise where.error(field, "should be a function of the sizes dict")
+        try:
+            v = fn(dict(big))
+        except Exception as exc:
+            raise where.error(field, f"raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(v, (int, float, np.integer, np.floating)) or v <= 0:
+            raise where.error(field, f"should return a positive number; got {v!r}")
+    if ex.points.speed > 0 and ex.floor_bytes is None and ex.floor_flops is None:
+        raise where.error("floor_bytes", "an exercise with speed points needs floor_bytes or floor_flops, "
+                          "so that impossible times are flagged")
+    # a broken shape expression should fail here, not in the middle of grading
+    for case in ex.sizes:
+        sizes = _literal_case(ex, case)
+        for p in ex.arrays:
+            try:
+                shape = shape_of(p.shape, sizes)
+            except Exception as exc:
+                raise where.error("params", f"{p.name}: shape {p.shape!r} at {sizes}: {exc}") from None
+            if any(d < 1 for d in shape):
+                raise where.error("params", f"{p.name}: shape {p.shape!r} is {shape} at {sizes}")
+

@@ -1,0 +1,85 @@
+"""Grading from inside a notebook: `preview` for students, `nbgrader_points` for hidden test cells.
+
+Both hand the kernel source to a separate ``python -m autograder grade-source`` process, which spawns
+the grading children: nothing of the grading runs in the notebook's kernel, and nothing reaches the
+cell's stderr (nbgrader gives zero points to a test cell that writes to stderr).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from .loader import ROOT, get_exercise
+from .report import ExerciseReport, Status
+
+__all__ = ["preview", "nbgrader_points", "grade_in_subprocess"]
+
+_SUBPROCESS_TIMEOUT_S = 1800
+
+
+def _cell_source(exercise: str) -> str | None:
+    try:
+        import course
+        sources = getattr(course, "cell_sources", None)
+        if sources is None:
+            from course._magic import cell_sources as sources
+    except Exception:
+        return None
+    return sources.get(exercise)
+
+
+def grade_in_subprocess(chapter: str, exercise: str, source: str | None, launch: dict | None = None,
+                        speed: bool = True) -> ExerciseReport:
+    """Run ``python -m autograder grade-source`` on ``source``; its report (never raises)."""
+    ex = get_exercise(chapter, exercise)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "autograder", "grade-source", "--chapter", chapter, "--exercise", exercise]
+    if not speed:
+        cmd.append("--no-speed")
+    payload = json.dumps({"source": source or "", "launch": launch})
+    try:
+        proc = subprocess.run(cmd, input=payload, capture_output=True, text=True, env=env,
+                              timeout=_SUBPROCESS_TIMEOUT_S, cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return ExerciseReport(chapter=chapter, exercise=exercise, status=Status.ERROR, points=0.0,
+                              max_points=ex.max_points, reason="grading took longer than 30 minutes")
+    try:
+        return ExerciseReport.from_dict(json.loads(proc.stdout))
+    except (ValueError, TypeError, KeyError):
+        tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+        return ExerciseReport(chapter=chapter, exercise=exercise, status=Status.ERROR, points=0.0,
+                              max_points=ex.max_points,
+                              reason=f"the grader failed (exit code {proc.returncode}): {tail}")
+
+
+def preview(chapter: str, exercise: str, source: str | None = None, *, launch: dict | None = None,
+            speed: bool = True) -> ExerciseReport:
+    """Grade your kernel the way the instructor will, and print what to fix.
+
+    ``source`` defaults to the last ``%%cuda --name EXERCISE`` cell you ran.
+    """
+    source = source if source is not None else _cell_source(exercise)
+    report = grade_in_subprocess(chapter, exercise, source, launch, speed)
+    print(report.feedback())
+    return report
+
+
+def nbgrader_points(chapter: str, exercise: str, *, launch: dict | None = None) -> float:
+    """Points for the hidden test cell: prints the feedback and returns the points as the cell's value.
+
+    nbgrader 0.9 reads a test cell's partial credit from its execute_result (text/plain parsed as a
+    float) as long as the cell wrote nothing to stderr and raised nothing; so this never raises and
+    never writes to stderr. With no GPU it prints why and returns 0.
+    """
+    try:
+        report = grade_in_subprocess(chapter, exercise, _cell_source(exercise), launch)
+    except Exception as exc:  # a spec error: print it for the instructor, give no points
+        print(f"{exercise}: the grader could not run ({type(exc).__name__}: {exc}). 0 points.")
+        return 0.0
+    print(report.feedback())
+    if report.status == Status.NEEDS_GPU:
+        print("Regrade on a machine with a GPU: python -m autograder grade <submissions> (exit code 3 here).")
+    return round(float(min(max(report.points, 0.0), report.max_points)), 4)

@@ -1,0 +1,216 @@
+"""The grading rules, as pure functions of measured results (no CUDA), so they are tested on a CPU.
+
+Rules, in one place:
+- Correctness is all-or-nothing across sizes: a kernel that is wrong at one size is wrong. Every size
+  is still run (after a timeout the rest are skipped, to bound grading time) so the report lists each.
+- Speed points need correctness. The ratio is reference time / student time; the best tier met gives
+  its fraction of the speed points. A verdict whose ratio lies within the noise band of a tier boundary
+  is re-measured; after `MAX_ROUNDS` the pooled medians decide.
+- A time below `IMPOSSIBLE_MARGIN` x the floor (bytes / measured copy bandwidth, or FLOPs / peak) is
+  'flagged': zero speed points and a note for the instructor; correctness points stay.
+- Timeouts: a kernel is killed after max(spec timeout_s (default 10 s), 50 x the reference time).
+- A GPU older than the exercise needs: status 'skipped', 0 points, and the exercise's points do not
+  count towards the maximum (`counted_max_points` = 0), so the student is neither failed nor given
+  points for code nobody ran; the report says to regrade on a newer GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from .report import ExerciseReport, SizeResult, SpeedResult, Status
+
+__all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "timeout_for", "speed_fraction",
+           "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
+           "score", "skipped_report"]
+
+TIMEOUT_MULTIPLE = 50
+MAX_ROUNDS = 4
+MIN_BAND = 0.01
+# a hand-written kernel can beat a device-to-device memcpy by a little, never by a third
+IMPOSSIBLE_MARGIN = 0.75
+
+
+def timeout_for(timeout_s: float, reference_s: float | None) -> float:
+    """Seconds a student kernel may run at one size before it is killed."""
+    return max(float(timeout_s), TIMEOUT_MULTIPLE * float(reference_s or 0.0))
+
+
+def speed_fraction(ratio: float, tiers) -> float:
+    """Fraction of the speed points for a reference/student time ratio; tiers best first."""
+    for min_ratio, fraction in sorted(tiers, reverse=True):
+        if ratio >= min_ratio:
+            return float(fraction)
+    return 0.0
+
+
+def _median(xs):
+    return statistics.median(xs)
+
+
+def _rel_iqr(xs) -> float:
+    if len(xs) < 2:
+        return float("inf")
+    q = statistics.quantiles(sorted(xs), n=4, method="inclusive")
+    med = q[1]
+    return (q[2] - q[0]) / med if med > 0 else float("inf")
+
+
+def noise_band(student_samples, reference_samples) -> float:
+    """Relative half-width of the uncertainty of the ratio: half the sum of the relative IQRs."""
+    return max(MIN_BAND, 0.5 * (_rel_iqr(student_samples) + _rel_iqr(reference_samples)))
+
+
+def near_boundary(ratio: float, band: float, tiers):
+    """The tier boundary whose band contains ``ratio`` (the verdict there is unsure), or None."""
+    for min_ratio, _ in tiers:
+        if min_ratio * (1 - band) <= ratio < min_ratio * (1 + band):
+            return min_ratio
+    return None
+
+
+@dataclasses.dataclass
+class SpeedDecision:
+    ratio: float
+    fraction: float
+    rounds: int
+    student_ms: float
+    reference_ms: float
+    student_iqr_ms: float
+    reference_iqr_ms: float
+    band: float
+    samples: int
+    settled: bool  # False: still inside the band after MAX_ROUNDS; decided on the pooled medians
+
+
+def _iqr(xs) -> float:
+    if len(xs) < 2:
+        return 0.0
+    q = statistics.quantiles(sorted(xs), n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def decide_speed(measure, tiers, max_rounds: int = MAX_ROUNDS) -> SpeedDecision:
+    """Measure, and measure again while the ratio sits inside the noise band of a tier boundary.
+
+    ``measure()`` returns (student_samples_ms, reference_samples_ms) from one interleaved run.
+    Samples are pooled across rounds, so each round narrows the band.
+    """
+    stu, ref = [], []
+    rounds = 0
+    while True:
+        s, r = measure()
+        if not s or not r:
+            raise ValueError("a timing round returned no samples")
+        stu += list(s)
+        ref += list(r)
+        rounds += 1
+        ratio = _median(ref) / _median(stu)
+        band = noise_band(stu, ref)
+        unsure = near_boundary(ratio, band, tiers) is not None
+        if not unsure or rounds >= max_rounds:
+            return SpeedDecision(ratio, speed_fraction(ratio, tiers), rounds, _median(stu), _median(ref),
+                                 _iqr(stu), _iqr(ref), band, len(stu), not unsure)
+
+
+def floor_ms(floor_bytes: float | None, floor_flops: float | None, copy_gbps: float | None,
+             peak_tflops: float | None) -> float | None:
+    """The fastest time the hardware allows for this work, from measured ceilings; None if unknown."""
+    times = []
+    if floor_bytes and copy_gbps:
+        times.append(floor_bytes / (copy_gbps * 1e9) * 1e3)
+    if floor_flops and peak_tflops:
+        times.append(floor_flops / (peak_tflops * 1e12) * 1e3)
+    return max(times) if times else None
+
+
+def is_impossible(student_ms: float, floor: float | None, reference_ms: float | None = None) -> bool:
+    """True when the student's time beats the floor by more than the margin.
+
+    If the reference itself beats the floor, the ceiling measurement is off, not the student: no flag.
+    """
+    if floor is None or floor <= 0:
+        return False
+    if reference_ms is not None and reference_ms < floor * IMPOSSIBLE_MARGIN:
+        return False
+    return student_ms < floor * IMPOSSIBLE_MARGIN
+
+
+def _worst(statuses) -> str:
+    order = {s: i for i, s in enumerate(Status.SEVERITY)}
+    return min(statuses, key=lambda s: order.get(s, 0))
+
+
+def _size_reason(results: list) -> str:
+    bad = [r for r in results if r.status not in (Status.PASSED, Status.NOT_RUN)]
+    if not bad:
+        return ""
+    first = bad[0]
+    label = ", ".join(f"{k}={v}" for k, v in first.sizes.items())
+    text = f"At size {label}: {first.message}" if first.message else f"At size {label}: {first.status}"
+    others = [", ".join(f"{k}={v}" for k, v in r.sizes.items()) for r in bad[1:]]
+    if others:
+        text += f"\n(Also {bad[1].status if len(set(r.status for r in bad[1:])) == 1 else 'failing'} at: " \
+                + "; ".join(others) + ")"
+    passed = [", ".join(f"{k}={v}" for k, v in r.sizes.items()) for r in results if r.status == Status.PASSED]
+    if passed:
+        text += "\n(Correct at: " + "; ".join(passed) + ")"
+    return text
+
+
+def score(ex, sizes: list, speed: SpeedResult | None = None, *, timing_failure: SizeResult | None = None,
+          compile_failure: tuple | None = None, notes=(), **extra) -> ExerciseReport:
+    """Turn per-size results and a speed measurement into points, a status and a reason.
+
+    ``compile_failure`` is (status, message) when nothing could run; ``timing_failure`` is a failure
+    seen while timing (a wrong output of a timed run, a crash): the kernel then gets no points at all,
+    because a kernel that is right only while being checked is not right.
+    """
+    base = dict(chapter=ex.chapter, exercise=ex.name, max_points=ex.max_points, notes=list(notes), **extra)
+    if compile_failure is not None:
+        status, message = compile_failure
+        return ExerciseReport(status=status, points=0.0, reason=message, sizes=list(sizes), **base)
+    if not sizes:
+        return ExerciseReport(status=Status.ERROR, points=0.0, reason="no test size was run", **base)
+    ran = [r for r in sizes if r.status != Status.NOT_RUN]
+    if any(r.status != Status.PASSED for r in ran) or not ran:
+        status = _worst([r.status for r in ran] or [Status.ERROR])
+        return ExerciseReport(status=status, points=0.0, reason=_size_reason(sizes), sizes=list(sizes), **base)
+    if timing_failure is not None:
+        label = ", ".join(f"{k}={v}" for k, v in timing_failure.sizes.items())
+        reason = (f"Correct at every test size, but it failed while being timed (size {label}): "
+                  f"{timing_failure.message}")
+        return ExerciseReport(status=timing_failure.status, points=0.0, reason=reason, sizes=list(sizes), **base)
+    points = float(ex.points.correctness)
+    if ex.points.speed <= 0:
+        return ExerciseReport(status=Status.PASSED, points=points, reason="", sizes=list(sizes), **base)
+    if speed is None:
+        return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=None,
+                              reason="correct, but the speed was not measured (grader problem)", **base)
+    if speed.impossible:
+        reason = (f"Correct, but timed at {speed.student_ms:.4f} ms, faster than this GPU can move the data "
+                  f"({speed.floor_ms:.4f} ms at the measured copy bandwidth). No speed points; the instructor "
+                  "will look at it. If the kernel skips work when it is timed, that is the reason.")
+        return ExerciseReport(status=Status.FLAGGED, points=points, reason=reason, sizes=list(sizes),
+                              speed=speed, **base)
+    tiers = ex.tiers
+    fraction = speed_fraction(speed.ratio, tiers)
+    points += fraction * ex.points.speed
+    if fraction >= 1.0:
+        return ExerciseReport(status=Status.PASSED, points=points, reason="", sizes=list(sizes), speed=speed,
+                              **base)
+    reason = (f"Correct, but slower than needed: yours takes {speed.student_ms:.4f} ms, the reference "
+              f"{speed.reference_ms:.4f} ms, so you run at {speed.ratio:.2f}x the reference speed; full speed "
+              f"points need {ex.speed_threshold:.2f}x.")
+    if fraction > 0:
+        reason += f" You get {fraction:.0%} of the speed points."
+    return ExerciseReport(status=Status.SLOW, points=points, reason=reason, sizes=list(sizes), speed=speed,
+                          **base)
+
+
+def skipped_report(ex, device_arch: str, **extra) -> ExerciseReport:
+    need = f"sm_{ex.min_cc[0]}{ex.min_cc[1]}"
+    reason = (f"skipped: needs {need} (this GPU is {device_arch}). Not graded here, and its points are left "
+              f"out of the total; regrade on a GPU with {need} or newer.")
+    return ExerciseReport(chapter=ex.chapter, exercise=ex.name, status=Status.SKIPPED, points=0.0,
+                          max_points=ex.max_points, counted_max_points=0.0, reason=reason, **extra)

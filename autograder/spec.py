@@ -1,0 +1,343 @@
+"""What a chapter's spec file declares about each graded kernel exercise.
+
+A spec is data plus a few pure functions (launch geometry, NumPy reference, floors). Everything a
+student supplies (source, LAUNCH values) is checked against it; nothing here touches CUDA, so specs
+load and validate on any machine.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import math
+import operator
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = [
+    "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Exercise", "L2Multiple",
+    "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
+    "POISON_DEFAULT",
+]
+
+POISON_DEFAULT = "poison"
+
+
+class SpecError(ValueError):
+    """A spec file, or a student's launch data, does not fit the spec format."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """' Did you mean 'x'?' for the closest of ``choices``, or ''."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for grid sizes: blocks of ``b`` needed to cover ``a`` items."""
+    return -(-int(a) // int(b))
+
+
+@dataclasses.dataclass(frozen=True)
+class L2Multiple:
+    """A size resolved on the GPU: the smallest value whose buffers exceed ``factor`` x the L2 size.
+
+    Written ``LARGER_THAN_L2`` (2 x L2, so the data cannot stay cached) or ``LARGER_THAN_L2 * 8``.
+    """
+
+    factor: float = 2.0
+
+    def __mul__(self, k):
+        if not isinstance(k, (int, float)) or k <= 0:
+            raise SpecError(f"LARGER_THAN_L2 can only be scaled by a positive number; got {k!r}")
+        return L2Multiple(self.factor * k)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return "LARGER_THAN_L2" if self.factor == 2.0 else f"LARGER_THAN_L2 * {self.factor / 2:g}"
+
+
+LARGER_THAN_L2 = L2Multiple()
+
+
+@dataclasses.dataclass(frozen=True)
+class Uniform:
+    """Values drawn uniformly from [low, high) with the grader's secret seed (ints: inclusive high)."""
+
+    low: float
+    high: float
+
+    def draw(self, rng: np.random.Generator, shape, dtype):
+        dt = np.dtype(dtype)
+        if dt.kind in "iu":
+            return rng.integers(int(self.low), int(self.high), size=shape, endpoint=True, dtype=dt)
+        if dt.kind == "b":
+            return rng.integers(0, 2, size=shape).astype(bool)
+        return rng.uniform(self.low, self.high, size=shape).astype(dt)
+
+
+def default_generator(dtype) -> Uniform:
+    dt = np.dtype(dtype)
+    if dt.kind == "u":
+        return Uniform(0, min(np.iinfo(dt).max, 1 << 20))
+    if dt.kind == "i":
+        return Uniform(-min(-np.iinfo(dt).min, 1 << 20), min(np.iinfo(dt).max, 1 << 20))
+    return Uniform(-1.0, 1.0)
+
+
+# -- tiny expression language for shapes and scalar values: names are size variables ------------
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+           ast.Div: operator.truediv}
+_FUNCS = {"min": min, "max": max, "cdiv": cdiv, "abs": abs}
+
+
+def _parse(expr: str) -> ast.Expression:
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as exc:
+        raise SpecError(f"{expr!r} is not an expression ({exc.msg})") from None
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Constant,
+                               ast.Name, ast.Load, ast.Call) + tuple(_BINOPS))
+        if not ok:
+            raise SpecError(f"{expr!r}: only + - * / // % **, numbers, size names and "
+                            f"{', '.join(_FUNCS)} are allowed")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+                                               and not node.keywords):
+            raise SpecError(f"{expr!r}: only calls to {', '.join(_FUNCS)} are allowed")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            raise SpecError(f"{expr!r}: only numeric constants are allowed")
+    return tree
+
+
+def names_in(expr) -> set:
+    """Size variable names an expression (str, number, or tuple of them) refers to."""
+    if isinstance(expr, (tuple, list)):
+        return set().union(*(names_in(e) for e in expr)) if expr else set()
+    if isinstance(expr, (int, float, np.integer)):
+        return set()
+    return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name) and n.id not in _FUNCS}
+
+
+def evaluate(expr, env: dict):
+    """Value of a shape or scalar expression with size variables from ``env``."""
+    if isinstance(expr, (int, float, np.integer, np.floating)):
+        return expr
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise SpecError(f"unknown size {node.id!r} in {expr!r}.{did_you_mean(node.id, env)}")
+            return env[node.id]
+        if isinstance(node, ast.UnaryOp):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Call):
+            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
+        raise SpecError(f"cannot evaluate {expr!r}")
+
+    return ev(_parse(expr))
+
+
+def shape_of(shape_expr, sizes: dict) -> tuple:
+    """Concrete shape tuple of a param for one size case."""
+    parts = shape_expr if isinstance(shape_expr, (tuple, list)) else (shape_expr,)
+    return tuple(int(evaluate(p, sizes)) for p in parts)
+
+
+# -- kernel parameters, in the order of the C signature -----------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Array:
+    name: str
+    dtype: Any
+    shape: Any  # expression or tuple of expressions over the size variables
+
+    role = "array"
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def nbytes(self, sizes: dict) -> int:
+        return math.prod(shape_of(self.shape, sizes)) * self.np_dtype.itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class In(_Array):
+    """A read-only input array (``const T*``); the grader checks that it is left unchanged."""
+
+    gen: Any = None  # Uniform, or callable(rng, shape, dtype) -> ndarray; None: by dtype
+    role = "in"
+
+
+@dataclasses.dataclass(frozen=True)
+class Out(_Array):
+    """An output array; poisoned (NaN, or 0xFF bytes) before every call unless ``fill`` is given."""
+
+    fill: Any = POISON_DEFAULT  # or a number the kernel may rely on (e.g. 0 for accumulations)
+    role = "out"
+
+
+@dataclasses.dataclass(frozen=True)
+class InOut(_Array):
+    """An array read and then overwritten in place (``y`` in ``y = a*x + y``)."""
+
+    gen: Any = None
+    role = "inout"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+    """A by-value parameter: ``value`` is a size expression ("n"), a number, or a `Uniform`."""
+
+    name: str
+    ctype: str
+    value: Any
+    role = "scalar"
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        from course._signature import CTYPES
+        return np.dtype(CTYPES[self.ctype])
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """``|yours - expected| <= atol + rtol * |expected|``; ``atol=None`` scales with the data."""
+
+    rtol: float
+    atol: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Points:
+    """Points for a correct kernel, and speed points for one that is also fast enough."""
+
+    correctness: float = 1.0
+    speed: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.correctness + self.speed
+
+
+@dataclasses.dataclass
+class Exercise:
+    """One graded kernel. See autograder/SPEC_FORMAT.md for each field."""
+
+    name: str
+    kernel: str
+    source_file: str
+    params: list
+    sizes: list
+    launch: Callable
+    reference: Any = "kernel"
+    chapter: str = ""
+    launch_defaults: dict = dataclasses.field(default_factory=dict)
+    speed_size: dict | None = None
+    tolerance: Any = None
+    points: Points = dataclasses.field(default_factory=Points)
+    speed_threshold: float = 0.8
+    speed_tiers: tuple = ()
+    deterministic: bool = True
+    min_cc: tuple = (7, 0)
+    required_sass: tuple = ()
+    floor_bytes: Callable | None = None
+    floor_flops: Callable | None = None
+    timeout_s: float = 10.0
+    options: tuple = ()
+    description: str = ""
+
+    # -- derived -------------------------------------------------------------------------------
+    @property
+    def max_points(self) -> float:
+        return self.points.total
+
+    @property
+    def arrays(self) -> list:
+        return [p for p in self.params if isinstance(p, _Array)]
+
+    @property
+    def size_names(self) -> list:
+        seen = []
+        for case in self.sizes:
+            for k in case:
+                if k not in seen:
+                    seen.append(k)
+        return seen
+
+    @property
+    def tiers(self) -> list:
+        """(minimum reference/student time ratio, fraction of speed points), best first."""
+        return [(float(self.speed_threshold), 1.0)] + sorted(
+            ((float(r), float(f)) for r, f in self.speed_tiers), reverse=True)
+
+    def array_bytes(self, sizes: dict) -> int:
+        return sum(p.nbytes(sizes) for p in self.arrays)
+
+    def signature(self) -> str:
+        """The C parameter list the exercise expects, for messages."""
+        out = []
+        for p in self.params:
+            if isinstance(p, Scalar):
+                out.append(f"{p.ctype} {p.name}")
+            else:
+                c = _ctype_of(p.np_dtype)
+                out.append(f"{'const ' if isinstance(p, In) else ''}{c}* {p.name}")
+        return ", ".join(out)
+
+    def size_label(self, sizes: dict) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+    def resolve_sizes(self, case: dict, l2_bytes: int) -> dict:
+        """Replace any `L2Multiple` in ``case`` with the smallest odd value that exceeds it."""
+        sym = [k for k, v in case.items() if isinstance(v, L2Multiple)]
+        if not sym:
+            return {k: int(v) for k, v in case.items()}
+        key = sym[0]
+        target = case[key].factor * max(int(l2_bytes), 1 << 20)
+        fixed = {k: int(v) for k, v in case.items() if k != key}
+
+        def nbytes(v):
+            return self.array_bytes({**fixed, key: v})
+
+        lo, hi = 1, 1
+        while nbytes(hi) < target:
+            lo, hi = hi, hi * 2
+        while lo < hi:  # smallest v with nbytes(v) >= target; buffers grow with every size variable
+            mid = (lo + hi) // 2
+            if nbytes(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        v = hi | 1  # odd: never a multiple of a power-of-two block size
+        return {k: (v if k == key else fixed[k]) for k in case}
+
+    def default_speed_size(self) -> dict:
+        """The L2-sized case scaled to 8 x L2 (timing needs a few hundred microseconds per call)."""
+        if self.speed_size is not None:
+            return dict(self.speed_size)
+        for case in self.sizes:
+            if any(isinstance(v, L2Multiple) for v in case.values()):
+                return {k: (L2Multiple(max(v.factor, 8.0)) if isinstance(v, L2Multiple) else v)
+                        for k, v in case.items()}
+        return max(self.sizes, key=lambda c: self.array_bytes(c))
+
+
+def _ctype_of(dt: np.dtype) -> str:
+    names = {"float32": "float", "float64": "double", "float16": "half", "int32": "int",
+             "uint32": "unsigned int", "int64": "long long", "uint64": "unsigned long long",
+             "uint8": "unsigned char", "int8": "signed char", "int16": "short", "uint16": "unsigned short",
+             "bool": "bool"}
+    return names.get(np.dtype(dt).name, np.dtype(dt).name)

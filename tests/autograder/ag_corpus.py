@@ -1,0 +1,74 @@
+"""The submission corpus: files under corpus/<chapter>/<exercise>/ whose first line states the verdict.
+
+    // expect: status=failed points=0 reason~="out of bounds"
+
+`key=value` must match exactly (status, points; quote values with spaces: status="timed out");
+`key~="regex"` must be found (reason, printf).
+"""
+import re
+import shlex
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+ROOT = HERE.parent.parent
+
+
+def parse_expect(path) -> dict:
+    first = Path(path).read_text().splitlines()[0]
+    m = re.match(r"\s*//\s*expect:\s*(.*)$", first)
+    if not m:
+        raise ValueError(f"{path}: the first line should be // expect: status=... points=...")
+    out = {}
+    for tok in shlex.split(m.group(1)):
+        if "~=" in tok:
+            k, v = tok.split("~=", 1)
+            out[k + "~"] = v
+        else:
+            k, v = tok.split("=", 1)
+            out[k] = float(v) if k == "points" else v
+    if "status" not in out or "points" not in out:
+        raise ValueError(f"{path}: the expect line needs status= and points=")
+    return out
+
+
+def corpus_files():
+    return sorted(CORPUS.glob("*/*/*.cu"))
+
+
+def solution_cases():
+    """The reference solutions of chapters with corpus folders: full marks expected."""
+    out = []
+    for ch in sorted(p.name for p in CORPUS.iterdir() if p.is_dir()):
+        for ex_dir in sorted(p for p in (CORPUS / ch).iterdir() if p.is_dir()):
+            sol = ROOT / "solutions" / ch / f"{ex_dir.name}.cu"
+            if sol.exists():
+                out.append(sol)
+    return out
+
+
+def expectation(path) -> dict:
+    path = Path(path)
+    if path.is_relative_to(ROOT / "solutions"):
+        from autograder import get_exercise
+        ex = get_exercise(path.parent.name, path.stem)
+        return {"status": "passed", "points": float(ex.max_points)}
+    return parse_expect(path)
+
+
+def case_id(path) -> str:
+    path = Path(path)
+    return ("solution/" if path.is_relative_to(ROOT / "solutions") else "") + f"{path.parent.name}/{path.stem}"
+
+
+def check_report(e, exp) -> list:
+    """Differences between an ExerciseReport and an expectation (empty when it matches)."""
+    problems = []
+    if e.status != exp["status"]:
+        problems.append(f"status {e.status!r}, expected {exp['status']!r}")
+    if abs(e.points - exp["points"]) > 1e-9:
+        problems.append(f"points {e.points}, expected {exp['points']}")
+    for key, field in (("reason~", "reason"), ("printf~", "printf")):
+        if key in exp and not re.search(exp[key], getattr(e, field) or "", re.S):
+            problems.append(f"{field} does not match {exp[key]!r}")
+    return problems

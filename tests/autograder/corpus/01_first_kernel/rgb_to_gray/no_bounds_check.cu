@@ -1,0 +1,9 @@
+// expect: status=failed points=0 reason~="out of bounds.*gray"
+// No bounds test: threads of the last, partly filled blocks write past the end of gray.
+extern "C" __global__ void rgb_to_gray(const unsigned char* rgb, unsigned char* gray, int width, int height)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int i = y * width + x;
+    gray[i] = (unsigned char)((77u * rgb[3 * i] + 150u * rgb[3 * i + 1] + 29u * rgb[3 * i + 2] + 128u) >> 8);
+}

@@ -1,0 +1,7 @@
+// expect: status="compile error" points=0 reason~="error"
+// A missing semicolon.
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x
+    if (i < n) y[i] = a * x[i] + y[i];
+}

@@ -1,0 +1,44 @@
+"""CPU tier for the corpus: every file states a valid verdict, and the ones expected to be compile
+errors are caught (by the signature check or by NVRTC, which needs no GPU), while the rest compile.
+"""
+import re
+
+import pytest
+
+from ag_corpus import case_id, corpus_files, parse_expect, solution_cases
+from autograder import get_exercise
+from autograder.signature import compare_signature
+
+FILES = corpus_files()
+
+
+def test_corpus_covers_the_issue_list():
+    """Are the kinds of submission the issue names all in the corpus?"""
+    names = {p.stem for p in FILES}
+    for needed in ("stub", "wrong_one_size", "off_by_one", "zero_output", "race", "half_precision", "slow",
+                   "illegal_address", "infinite_loop", "changes_after_launches", "block_too_big", "reads_output"):
+        assert needed in names, needed
+    assert solution_cases(), "the solutions must be graded alongside the corpus"
+
+
+@pytest.mark.parametrize("path", FILES, ids=case_id)
+def test_expect_line_and_compile_outcome(path):
+    exp = parse_expect(path)
+    assert exp["status"] in ("passed", "slow", "flagged", "failed", "timed out", "crashed", "compile error")
+    ex = get_exercise(path.parent.parent.name, path.parent.name)
+    source = path.read_text()
+    problem = compare_signature(ex, source)
+    if problem:
+        assert exp["status"] == "compile error", problem
+        assert re.search(exp["reason~"], problem, re.S), problem
+        return
+    course = pytest.importorskip("course")
+    try:
+        course.compile_for_arch(source, "sm_80", name=path.name)
+    except course.CompileError as exc:
+        if "could not be loaded" in str(exc):
+            pytest.skip("NVRTC is not installed here")
+        assert exp["status"] == "compile error", str(exc)
+        assert re.search(exp["reason~"], str(exc), re.S)
+        return
+    assert exp["status"] != "compile error", f"{path.name} compiled, but its expect line says compile error"
