@@ -131,7 +131,13 @@ def _run(chan: Channel, task: dict) -> None:
     ctx = harness.Context(ex, task["source"], task["launch"], int(task["seed"]), info, arm)
     failed = bool(task.get("failed_before"))
     steps = task["steps"]
-    for i in range(int(task.get("start", 0)), len(steps)):
+    start = int(task.get("start", 0))
+    if "compile" in steps[:start]:
+        # a fresh child after a crash: the kernels the previous child compiled are not loaded here
+        # (the disk cache makes this cheap); it compiled fine there, so it compiles here
+        task["_current"] = steps.index("compile")
+        harness.compile_step(ctx)
+    for i in range(start, len(steps)):
         step = steps[i]
         task["_current"] = i
         chan.send(kind="begin", step=i, timeout=COMPILE_TIMEOUT_S if step == "compile" else SETUP_TIMEOUT_S)

@@ -19,7 +19,8 @@ import numpy as np
 __all__ = [
     "WARP", "VEC_ADD_SRC", "WAVE_ADD_SRC", "launch_summary", "thread_map_1d", "plot_thread_map_1d",
     "plot_index_map_2d", "wave_boundaries", "plot_staircase", "fma_inputs", "fma_expected",
-    "ptx_float_ops", "sticky_error_demo", "host_vs_events", "ramp_up", "plot_ramp_up",
+    "ptx_float_ops", "sticky_error_demo", "print_steps", "host_vs_events", "ramp_up", "plot_ramp_up",
+    "wave_runner", "WAVE_SLICE", "plot_wave_sweep",
 ]
 
 WARP = 32
@@ -184,6 +185,72 @@ def wave_boundaries(sm_count: int, blocks_per_sm: int, max_blocks: int) -> list:
     """Grid sizes at which a new wave starts: multiples of ``sm_count * blocks_per_sm`` up to ``max_blocks``."""
     per_wave = sm_count * max(1, blocks_per_sm)
     return list(range(per_wave, max_blocks + 1, per_wave))
+
+
+WAVE_SLICE = 16384
+"""Elements each block of `WAVE_ADD_SRC` adds in the staircase sweep (64 KiB per array per block)."""
+
+
+def wave_runner(max_waves: float = 4.0, slice_elems: int = WAVE_SLICE):
+    """A ``run(waves, block, rounds) -> microseconds`` for `course.widgets.sweep` over `WAVE_ADD_SRC`.
+
+    ``waves`` is the grid size in units of the SM count (blocks = round(waves * SMs)), so recordings
+    from GPUs with different SM counts replay on the same axis. Compiling and allocating happen on
+    the first call, so building the sweep on a machine without a GPU touches nothing.
+    """
+    state = {}
+
+    def run(waves, block, rounds):
+        from .._env import device_info
+        from .._launch import compile as compile_
+        from .._timing import benchmark
+        if not state:
+            import cupy
+            sms = device_info().sm_count
+            n = int(max_waves * sms + 1) * slice_elems
+            rng = cupy.random.default_rng(7)
+            state.update(k=compile_(WAVE_ADD_SRC).kernel("wave_add"), sms=sms,
+                         x=rng.standard_normal(n, dtype=cupy.float32),
+                         y=rng.standard_normal(n, dtype=cupy.float32),
+                         z=cupy.empty(n, dtype=cupy.float32))
+        blocks = max(1, round(waves * state["sms"]))
+        if blocks * slice_elems > state["x"].size:
+            raise ValueError(f"{waves} waves is more than the {max_waves} this runner allocated for")
+        k, x, y, z = state["k"], state["x"], state["y"], state["z"]
+        r = benchmark(lambda: k(blocks, block, x, y, z, slice_elems, rounds), budget_s=0.3, min_samples=5,
+                      name="wave_add")
+        return 1e3 * r.median_ms
+    return run
+
+
+def plot_wave_sweep(sweep, *, block: int, ax=None):
+    """Time against grid size (in waves of one block per SM) for each ``rounds`` of a wave sweep.
+
+    Measures the slice first when a GPU is present; otherwise draws the recording the sweep replays.
+    Returns the axes, or None when there is nothing to draw (no GPU and no recording).
+    """
+    import matplotlib.pyplot as plt
+    curves = {r: sweep.curve(block=block, rounds=r) for r in sweep.params["rounds"]}
+    if not any(v is not None for c in curves.values() for _, v in c):
+        print("[no GPU] No recording of this sweep to draw; on a GPU this cell measures it.")
+        return None
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=(8, 4))
+    for r, pts in curves.items():
+        xs = [x for x, v in pts if v is not None]
+        ys = [v for _, v in pts if v is not None]
+        ax.plot(xs, ys, marker=".", label=("memory-bound (rounds=0)" if r == 0 else f"{r} FMAs per element"))
+    top = max(x for pts in curves.values() for x, _ in pts)
+    for w in range(1, int(top) + 1):
+        ax.axvline(w, color="gray", ls=":", lw=1)
+    ax.set_xlabel("grid size in blocks per SM (dotted: whole multiples of the SM count)")
+    ax.set_ylabel("kernel time (us)")
+    ax.set_yscale("log")
+    where = "measured here" if sweep.live else f"recorded on {sweep.recorded_on}"
+    ax.set_title(f"wave_add, block {block}: {where}", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
 
 
 def plot_staircase(blocks, times_us, *, sm_count: int, blocks_per_sm: int = 1, label=None, ax=None):

@@ -19,8 +19,52 @@ import numpy as np
 __all__ = [
     "TRANSFER_SIZES", "KINDS", "DIRECTIONS", "link_rate", "HostBuffers", "transfer_fn", "time_transfer",
     "transfer_sweep", "plot_transfer_sweep", "host_array", "managed_empty", "mapped_empty", "prefetch",
-    "fmt_bytes",
+    "fmt_bytes", "transfer_runner", "rows_from_sweep", "SCALE_SRC", "pcie_theoretical",
+    "fit_latency_bandwidth", "managed_timings", "zero_copy_vs_copy", "plot_zero_copy",
 ]
+
+SCALE_SRC = r'''extern "C" __global__ void scale_copy(const float* __restrict__ src, float* __restrict__ dst,
+                                   float a, long long n)
+{
+    // grid-stride with 64-bit indices: the arrays of this chapter reach 2^28 elements and beyond
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        dst[i] = a * src[i];
+}
+'''
+"""The chapter's streaming kernel: reads each input element once (benchmarked through mapped and managed memory)."""
+
+# GB/s per lane after line coding: gen1-2 use 8b/10b, gen3-5 128b/130b
+_PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8,
+                   4: 16.0 * 128 / 130 / 8, 5: 32.0 * 128 / 130 / 8}
+
+
+def pcie_theoretical(gen: int, width: int = 16) -> float:
+    """Theoretical GB/s per direction of a PCIe link: transfer rate x lanes x line-code efficiency.
+
+    This is the raw data rate; packet headers and flow control take roughly another 10-15% in practice.
+    """
+    if gen not in _PCIE_LANE_GBPS:
+        raise ValueError(f"`gen` should be one of {sorted(_PCIE_LANE_GBPS)}; got {gen!r}")
+    return _PCIE_LANE_GBPS[gen] * width
+
+
+def fit_latency_bandwidth(rows, kind: str, direction: str) -> tuple:
+    """Fit time = t0 + bytes / bandwidth to the rows of one (kind, direction).
+
+    Returns (t0 in microseconds, bandwidth in GB/s): the fixed cost per copy and the asymptotic rate.
+    Half the asymptotic rate is reached at t0 * bandwidth bytes.
+    """
+    pts = [(r["bytes"], r["bytes"] / (r["gbps"] * 1e9)) for r in rows
+           if r["kind"] == kind and r["direction"] == direction and r["gbps"] > 0]
+    if len(pts) < 2:
+        raise ValueError(f"need at least two sizes of {kind} {direction} to fit; got {len(pts)}")
+    n = np.array([p[0] for p in pts], dtype=np.float64)
+    t = np.array([p[1] for p in pts], dtype=np.float64)
+    # weight by 1/t so the small sizes (latency) count as much as the large ones (bandwidth)
+    a = np.stack([np.ones_like(n), n], axis=1) / t[:, None]
+    (t0, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    return float(1e6 * max(t0, 0.0)), float(1.0 / inv_bw / 1e9) if inv_bw > 0 else float("inf")
 
 TRANSFER_SIZES = [1 << k for k in range(10, 31, 2)]
 """1 KiB to 1 GiB in steps of 4x: 11 sizes."""
@@ -207,8 +251,15 @@ def transfer_sweep(sizes=TRANSFER_SIZES, kinds=KINDS, directions=DIRECTIONS, *, 
 
 
 def plot_transfer_sweep(rows, *, link: dict | None = None, ax=None, title=None):
-    """Bandwidth against transfer size, one line per (kind, direction), with the link's rate dashed."""
+    """Bandwidth against transfer size, one line per (kind, direction), with the link's rate dashed.
+
+    Returns the axes, or None (with a sentence) when ``rows`` is empty.
+    """
     from ..plots import bandwidth_curve
+    rows = list(rows)
+    if not rows:
+        print("[no GPU] No measured or recorded transfers to draw; on a GPU this cell measures them.")
+        return None
     series, sizes = {}, sorted({r["bytes"] for r in rows})
     for r in rows:
         series.setdefault(f"{r['kind']} {r['direction'].upper()}", {})[r["bytes"]] = r["gbps"]
@@ -216,3 +267,129 @@ def plot_transfer_sweep(rows, *, link: dict | None = None, ax=None, title=None):
     return bandwidth_curve(sizes, lines, peak_gbps=link["gbps"] if link else None,
                            peak_label=(f"PCIe gen{link['gen']} x{link['width']} theoretical" if link else "peak"),
                            ax=ax, title=title or "Host <-> device copies")
+
+
+def transfer_runner(max_bytes: int = TRANSFER_SIZES[-1]):
+    """A ``run(bytes, kind, direction) -> GB/s`` for `course.widgets.sweep`.
+
+    The 1 GiB buffers are allocated on the first call, so building the sweep without a GPU (where
+    it replays a recording) allocates nothing.
+    """
+    state = {}
+
+    def run(bytes, kind, direction):  # noqa: A002 - the sweep's parameter name, shown on its axis
+        if "bufs" not in state:
+            state["bufs"] = HostBuffers(max_bytes)
+        return time_transfer(state["bufs"], kind, direction, int(bytes), budget_s=0.5).gbps(int(bytes))
+    return run
+
+
+def rows_from_sweep(sweep) -> list:
+    """The points of a (bytes, kind, direction) sweep as rows for `plot_transfer_sweep`.
+
+    Measures every point first when a GPU is present; otherwise uses the recording it replays.
+    """
+    if sweep.live:
+        sweep.measure_all(progress=False)
+    rows = []
+    for k in sweep.params["kind"]:
+        for d in sweep.params["direction"]:
+            for n in sweep.params["bytes"]:
+                v = sweep.measure(bytes=n, kind=k, direction=d)
+                if v is not None:
+                    rows.append({"kind": k, "direction": d, "bytes": int(n), "gbps": v})
+    return rows
+
+
+def _event_ms(fn, stream) -> float:
+    import cupy
+    a, b = cupy.cuda.Event(), cupy.cuda.Event()
+    a.record(stream)
+    fn()
+    b.record(stream)
+    b.synchronize()
+    return cupy.cuda.get_elapsed_time(a, b)
+
+
+def managed_timings(kernel, n: int = 1 << 26) -> dict:
+    """Run ``kernel`` (`SCALE_SRC`'s ``scale_copy``) over ``n`` floats of managed memory in four states.
+
+    Returns milliseconds of one kernel run for: ``first touch`` (pages written by the host, migrated on
+    the GPU's page faults), ``resident`` (the same pages, now on the GPU), ``prefetched`` (written by the
+    host again, then moved with one prefetch; the prefetch's own time is ``prefetch``) and ``device``
+    (ordinary device memory).
+    """
+    import cupy
+    from .._env import device_info
+    s = cupy.cuda.get_current_stream()
+    grid = device_info().sm_count * 8
+    dev, host = managed_empty(n, np.float32)
+    y = cupy.empty(n, dtype=cupy.float32)
+    out = {}
+    kernel(1, 32, y, y, 1.0, 1)  # load the module before timing anything
+    host[:] = 1.0
+    s.synchronize()
+    out["first touch"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
+    out["resident"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
+    host[:] = 1.0  # the host's writes pull every page back to the CPU
+    s.synchronize()
+    out["prefetch"] = _event_ms(lambda: prefetch(dev, "device", s), s)
+    out["prefetched"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
+    plain = cupy.ones(n, dtype=cupy.float32)
+    out["device"] = _event_ms(lambda: kernel(grid, 256, plain, y, 2.0, n, stream=s), s)
+    if not bool((y == 2.0).all()):
+        raise AssertionError("scale_copy over managed memory produced wrong values")
+    return out
+
+
+def zero_copy_vs_copy(kernel, n: int = 1 << 26, reuses=(1, 2, 4, 8)) -> list:
+    """Milliseconds to run ``kernel`` ``R`` times over ``n`` host floats, two ways, for each R in ``reuses``.
+
+    ``zero_copy``: the kernel reads mapped pinned memory every time. ``copy``: one pinned H2D copy,
+    then R kernel runs on device memory. Rows: {reuses, zero_copy_ms, copy_ms}; outputs are checked.
+    """
+    import cupy
+    from cupy.cuda import runtime
+    from .._env import device_info
+    s = cupy.cuda.get_current_stream()
+    grid = device_info().sm_count * 8
+    host, mapped = mapped_empty(n, np.float32)
+    host[:] = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    dev = cupy.empty(n, dtype=cupy.float32)
+    y = cupy.empty(n, dtype=cupy.float32)
+    kernel(grid, 256, mapped, y, 3.0, n, stream=s)  # warm-up, and a correctness check
+    s.synchronize()
+    if not np.array_equal(y.get(), np.float32(3.0) * host):
+        raise AssertionError("scale_copy read wrong values through the mapped pointer")
+    rows = []
+    for r in reuses:
+        def zc():
+            for _ in range(r):
+                kernel(grid, 256, mapped, y, 3.0, n, stream=s)
+
+        def cp():
+            runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, 4 * n, runtime.memcpyHostToDevice, s.ptr)
+            for _ in range(r):
+                kernel(grid, 256, dev, y, 3.0, n, stream=s)
+        rows.append({"reuses": r, "zero_copy_ms": min(_event_ms(zc, s) for _ in range(3)),
+                     "copy_ms": min(_event_ms(cp, s) for _ in range(3))})
+    return rows
+
+
+def plot_zero_copy(rows, *, h2d_gbps: float | None = None, nbytes: int | None = None, ax=None):
+    """Time against the number of passes over the data, zero-copy versus copy-once."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=(7, 4))
+    r = [x["reuses"] for x in rows]
+    ax.plot(r, [x["zero_copy_ms"] for x in rows], marker="o", label="zero-copy: every pass reads host memory")
+    ax.plot(r, [x["copy_ms"] for x in rows], marker="o", label="copy once (pinned H2D), then device memory")
+    if h2d_gbps and nbytes:
+        ax.plot(r, [k * nbytes / h2d_gbps / 1e6 for k in r], ls=":", color="gray",
+                label=f"passes x bytes / pinned H2D rate ({h2d_gbps:.0f} GB/s)")
+    ax.set_xlabel("passes over the data (kernel runs)")
+    ax.set_ylabel("total time (ms)")
+    ax.set_xticks(r)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

@@ -13,7 +13,8 @@ import numpy as np
 __all__ = [
     "SPIN_SRC", "Timeline", "ideal_pipeline_ms", "serial_pipeline_ms", "chunk_bounds", "union_ms",
     "overlap_summary", "by_engine", "run_pipeline", "stage_times", "PipelineBuffers", "spin_cycles",
-    "default_stream_demo", "dependency_demo", "graph_vs_stream",
+    "default_stream_demo", "dependency_demo", "graph_vs_stream", "WORK_SRC", "chunk_process",
+    "pipeline_runner", "PIPELINE_N", "check_work", "work_reference", "offset_process", "pipeline_report",
 ]
 
 SPIN_SRC = r'''extern "C" __global__ void spin(float* out, long long cycles)
@@ -45,6 +46,24 @@ extern "C" __global__ void bump(float* x, int n)
 }
 '''
 """Small kernels for the stream demonstrations."""
+
+
+WORK_SRC = r'''extern "C" __global__ void chunk_work(const float* __restrict__ in, float* __restrict__ out,
+                                   int count, int rounds)
+{
+    // in and out already point at this chunk; rounds dependent FMAs per element set the kernel's cost
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        float v = in[i];
+        for (int r = 0; r < rounds; ++r)
+            v = fmaf(v, 0.999f, 0.001f);
+        out[i] = v;
+    }
+}
+'''
+"""The lesson's pipeline kernel: elementwise, with a knob for how much arithmetic each element costs."""
+
+PIPELINE_N = 1 << 26
+"""Floats the lesson's pipeline moves each way (256 MiB)."""
 
 
 # --- the arithmetic of a pipeline (CPU) -----------------------------------------------------------
@@ -367,3 +386,103 @@ def graph_vs_stream(bump, *, launches: int = 1000, n: int = 1024, repeats: int =
         raise AssertionError("the graph and the direct launches did not add up to the same result")
     return {"stream_us": 1e6 * float(np.median(st)) / launches,
             "graph_us": 1e6 * float(np.median(gr)) / launches, "capture_ms": capture_ms}
+
+
+def chunk_process(kernel, rounds: int, *, block: int = 256, max_grid: int | None = None):
+    """Adapt ``chunk_work`` to `run_pipeline`'s ``process(d_in, d_out, offset, count, stream)``.
+
+    The chunk is passed as array views starting at ``offset``: CuPy slices carry the offset pointer.
+    """
+    def process(d_in, d_out, off, cnt, stream):
+        grid = -(-cnt // block) if max_grid is None else min(max_grid, -(-cnt // block))
+        kernel(grid, block, d_in[off:off + cnt], d_out[off:off + cnt], cnt, rounds, stream=stream)
+    return process
+
+
+def pipeline_runner(n: int = PIPELINE_N, repeats: int = 3):
+    """A ``run(chunks, streams, rounds) -> ms`` (best of ``repeats``) for `course.widgets.sweep`.
+
+    Compiles `WORK_SRC` and allocates the pinned buffers on the first call only.
+    """
+    state = {}
+
+    def run(chunks, streams, rounds):
+        import cupy
+        from .._env import device_info
+        from .._launch import compile as compile_
+        if not state:
+            state.update(k=compile_(WORK_SRC).kernel("chunk_work"), bufs=PipelineBuffers(n),
+                         streams=[cupy.cuda.Stream(non_blocking=True) for _ in range(8)],
+                         grid=device_info().sm_count * 16)
+        if streams > len(state["streams"]):
+            state["streams"] += [cupy.cuda.Stream(non_blocking=True)
+                                 for _ in range(streams - len(state["streams"]))]
+        proc = chunk_process(state["k"], int(rounds), max_grid=state["grid"])
+        return min(run_pipeline(proc, state["bufs"], n_streams=int(streams), n_chunks=int(chunks),
+                                streams=state["streams"]) for _ in range(repeats))
+    return run
+
+
+def work_reference(x, rounds: int):
+    """What ``chunk_work`` computes, in float64: ``rounds`` times v = 0.999 v + 0.001."""
+    v = np.asarray(x, dtype=np.float64)
+    for _ in range(int(rounds)):
+        v = v * 0.999 + 0.001
+    return v
+
+
+def check_work(bufs: PipelineBuffers, rounds: int, *, sample: int = 4096, seed: int = 0):
+    """`course.check` of a pipeline's output against `work_reference` at ``sample`` random positions
+    (the first and last element always among them, so both ends of the chunking are covered)."""
+    from .._check import check
+    rng = np.random.default_rng(seed)
+    idx = np.unique(np.concatenate([[0, bufs.n - 1], rng.integers(0, bufs.n, sample)]))
+    # float32 rounding of each step is damped by the 0.999 factor: errors stay near 1e-7 * 1000
+    return check(bufs.h_out[idx], work_reference(bufs.h_in[idx], rounds).astype(np.float32),
+                 rtol=1e-3, atol=1e-4, name="pipeline output (sampled)")
+
+
+def offset_process(kernel, *, block: int = 256, max_grid: int = 1024):
+    """Adapt a chunk kernel ``k(src, dst, offset, count)`` (the exercise's form, full arrays plus the
+    chunk's offset) to `run_pipeline`'s ``process``; launched as the grader does, at most ``max_grid`` blocks."""
+    def process(d_in, d_out, off, cnt, stream):
+        kernel(max(1, min(-(-cnt // block), max_grid)), block, d_in, d_out, off, cnt, stream=stream)
+    return process
+
+
+def pipeline_report(kernel, *, streams: int, chunks: int, block: int = 256, n: int = PIPELINE_N,
+                    seed: int = 0, repeats: int = 3) -> dict:
+    """Run the exercise's chunk kernel through the pipeline and judge correctness and overlap.
+
+    The kernel computes dst = x * (x*x - 0.5) on its chunk. The pipeline's time is compared with the
+    same work done without overlap: one copy in, one kernel over everything, one copy out, each timed
+    alone (``serial_ms``). Copy-bound work can approach half of that, since both directions of the link
+    run at once.
+
+    Returns
+    -------
+    dict
+        ``correct`` (bool) and ``message`` from `course.check`; ``total_ms`` (best of ``repeats``),
+        ``serial_ms``, ``ratio`` = total / serial, ``ideal_ms`` from one chunk's stage times, and the
+        ``spans`` of a recorded run for `course.plots.timeline`.
+    """
+    import cupy
+    from .._check import check
+    bufs = PipelineBuffers(n, seed=seed)
+    proc = offset_process(kernel, block=block)
+    pool = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
+    run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool)
+    x = bufs.h_in.astype(np.float64)
+    res = check(bufs.h_out, (x * (x * x - 0.5)).astype(np.float32), name="pipeline output")
+    bufs.h_out[:] = np.nan
+    total = min(run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool)
+                for _ in range(repeats))
+    tl = Timeline()
+    run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool, timeline=tl)
+    whole = stage_times(proc, bufs, n)
+    serial = whole["h2d"] + whole["kernel"] + whole["d2h"]
+    first = chunk_bounds(n, chunks)[0][1]
+    st = stage_times(proc, bufs, first)
+    return {"correct": bool(res), "message": res.message, "total_ms": total, "serial_ms": serial,
+            "ratio": total / serial, "ideal_ms": ideal_pipeline_ms(st["h2d"], st["kernel"], st["d2h"], chunks),
+            "spans": tl.spans()}

@@ -39,12 +39,15 @@ def limit_printf():
 def compile_step(ctx):
     if "compile-error" in ctx.flags:
         return {"status": "compile error", "message": "kernel.cu(3): error: expected a ';'"}
+    ctx.compiled = True
     return {"status": "ok", "log": "", "notes": []}
 
 
 def correctness_step(ctx, index):
     sizes = {"n": index}
     f = ctx.flags
+    if not getattr(ctx, "compiled", False):  # like the real harness: no kernel loaded in this child
+        raise TypeError("'NoneType' object is not callable")
     if "print" in f:
         print(f"printf from size {index}")
         sys.stdout.flush()
@@ -67,6 +70,8 @@ def correctness_step(ctx, index):
 
 def timing_step(ctx):
     f = ctx.flags
+    if not getattr(ctx, "compiled", False):
+        raise TypeError("'NoneType' object is not callable")
     if "wrongtimed" in f:
         return {"sizes": {"n": 99}, "status": "failed", "message": "wrong while timed (launch 31)"}
     ratio = 0.4 if "slow" in f else 1.0

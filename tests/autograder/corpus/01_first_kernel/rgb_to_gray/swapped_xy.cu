@@ -1,5 +1,6 @@
-// expect: status=failed points=0 reason~="values wrong"
-// Column-major index on row-major images: right only when the image is 1x1.
+// expect: status=slow points=6 reason~="slower than needed"
+// Column-major pixel order on a row-major image: still a bijection onto the same pixels, so the output is
+// right, but neighbouring threads touch pixels `height` apart; the grader must call it correct but slow.
 extern "C" __global__ void rgb_to_gray(const unsigned char* rgb, unsigned char* gray, int width, int height)
 {
     int x = blockIdx.x * blockDim.x + threadIdx.x;

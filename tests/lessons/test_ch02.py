@@ -1,0 +1,144 @@
+"""Chapter 02 helpers: sizes, formatting, host windows over raw memory, and (GPU) the allocators."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from repo_helpers import import_course
+
+
+@pytest.fixture(scope="module")
+def ch02():
+    import_course()
+    from course.lessons import ch02
+    return ch02
+
+
+def test_transfer_sizes_span_1k_to_1g(ch02):
+    """Do the sweep sizes run from 1 KiB to 1 GiB in steps of 4?"""
+    s = ch02.TRANSFER_SIZES
+    assert s[0] == 1024 and s[-1] == 1 << 30 and all(b == 4 * a for a, b in zip(s, s[1:]))
+
+
+def test_fmt_bytes(ch02):
+    """Are sizes printed in the largest binary unit that divides them?"""
+    assert [ch02.fmt_bytes(n) for n in (1024, 3 << 20, 1 << 30, 1000)] == ["1 KiB", "3 MiB", "1 GiB", "1000 B"]
+
+
+def test_host_array_keeps_owner_alive(ch02):
+    """Does a NumPy view made from a raw address keep the buffer's owner alive after the name is gone?"""
+    import gc
+    import weakref
+
+    class Owner:
+        def __init__(self):
+            self.buf = np.arange(8, dtype=np.float32)
+
+    o = Owner()
+    alive = weakref.ref(o)
+    view = ch02.host_array(o.buf.ctypes.data, (2, 4), np.float32, owner=o)
+    del o
+    gc.collect()
+    assert alive() is not None
+    assert view.shape == (2, 4) and view[1, 3] == 7.0
+    del view
+    gc.collect()
+    assert alive() is None
+
+
+def test_plot_transfer_sweep_from_rows(ch02):
+    """Does the sweep plot draw from recorded rows, with the link's rate as a dashed line?"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [{"kind": k, "direction": d, "bytes": n, "gbps": g}
+            for k, g0 in (("pageable", 10.0), ("pinned", 50.0)) for d in ("h2d", "d2h")
+            for n, g in ((1024, g0 / 100), (1 << 20, g0))]
+    ax = ch02.plot_transfer_sweep(rows, link={"gen": 5, "width": 16, "gbps": 63.0})
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "pinned H2D" in labels and any("gen5" in t for t in labels)
+    plt.close("all")
+
+
+def test_link_rate_without_gpu_is_none(ch02, monkeypatch):
+    """Without a GPU, is the link rate None rather than an error?"""
+    import course
+    monkeypatch.setattr("course._env.gpu_available", lambda: False)
+    monkeypatch.setattr(course, "gpu_available", lambda: False)
+    assert ch02.link_rate() is None
+
+
+@pytest.mark.gpu
+def test_mapped_memory_is_read_by_a_kernel(ch02):
+    """Does a kernel see the host's writes to mapped memory, and the host see the kernel's?"""
+    import cupy
+    host, dev = ch02.mapped_empty(1000, np.float32)
+    host[:] = np.arange(1000, dtype=np.float32)
+    dev *= 2  # an elementwise CuPy kernel, reading and writing host memory over the link
+    cupy.cuda.Device().synchronize()
+    assert np.array_equal(host, 2 * np.arange(1000, dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_managed_memory_and_prefetch(ch02):
+    """Does managed memory work from both sides, device prefetch succeed, and host prefetch explain itself?"""
+    import cupy
+    import course
+    dev, host = ch02.managed_empty(1 << 20, np.float32)
+    host[:] = 3.0
+    ch02.prefetch(dev, "device")
+    dev += 1
+    cupy.cuda.Device().synchronize()
+    assert float(host[12345]) == 4.0
+    with pytest.raises(course.FeatureUnavailable, match="CPU"):
+        ch02.prefetch(dev, "host")
+
+
+@pytest.mark.gpu
+def test_transfer_sweep_small(ch02):
+    """Does a two-size sweep give positive bandwidths, pinned at least as fast as pageable at 16 MiB?"""
+    rows = ch02.transfer_sweep([1 << 12, 1 << 24], budget_s=0.2)
+    assert len(rows) == 8 and all(r["gbps"] > 0 for r in rows)
+    g = {(r["kind"], r["direction"], r["bytes"]): r["gbps"] for r in rows}
+    assert g["pinned", "h2d", 1 << 24] >= g["pageable", "h2d", 1 << 24]
+
+
+def test_rows_from_a_recorded_sweep(ch02, tmp_path, monkeypatch):
+    """Without a GPU, are the rows of a recorded transfer sweep recovered, and the fit's two numbers right?"""
+    import json
+    import course.widgets
+    monkeypatch.setattr("course._env.gpu_available", lambda: False)
+    sizes = [1 << 10, 1 << 20, 1 << 30]
+    params = {"bytes": sizes, "kind": ["pageable", "pinned"], "direction": ["h2d", "d2h"]}
+    # time = 10 us + bytes / 50 GB/s for pinned; pageable twice as slow
+    pts = [{"values": {"bytes": n, "kind": k, "direction": d},
+            "value": n / ((10e-6 + n / 50e9) * (2 if k == "pageable" else 1)) / 1e9, "note": ""}
+           for n in sizes for k in params["kind"] for d in params["direction"]]
+    rec = tmp_path / "copies.json"
+    rec.write_text(json.dumps({"name": "c", "gpu": "Test GPU", "metric": "GB/s", "params": params, "points": pts}))
+    s = course.widgets.sweep(ch02.transfer_runner(), params, metric="GB/s", recorded=rec)
+    rows = ch02.rows_from_sweep(s)
+    assert len(rows) == 12
+    t0, bw = ch02.fit_latency_bandwidth(rows, "pinned", "h2d")
+    assert t0 == pytest.approx(10.0, rel=1e-6) and bw == pytest.approx(50.0, rel=1e-6)
+
+
+def test_pcie_theoretical_rates(ch02):
+    """Is gen5 x16 about 63 GB/s and gen4 x16 about 31.5 GB/s per direction?"""
+    assert ch02.pcie_theoretical(5) == pytest.approx(63.0, abs=0.1)
+    assert ch02.pcie_theoretical(4, 16) == pytest.approx(31.5, abs=0.1)
+    assert ch02.pcie_theoretical(3, 8) == pytest.approx(7.9, abs=0.1)
+    with pytest.raises(ValueError, match="`gen`"):
+        ch02.pcie_theoretical(9)
+
+
+@pytest.mark.gpu
+def test_zero_copy_and_managed_timings(ch02):
+    """Do the zero-copy and managed-memory demonstrations run, check their outputs, and give positive times?"""
+    course = import_course()
+    k = course.compile(ch02.SCALE_SRC).kernel("scale_copy")
+    rows = ch02.zero_copy_vs_copy(k, (1 << 20) + 1, reuses=(1, 2))
+    assert [r["reuses"] for r in rows] == [1, 2] and all(r["zero_copy_ms"] > 0 and r["copy_ms"] > 0 for r in rows)
+    t = ch02.managed_timings(k, (1 << 20) + 1)
+    assert set(t) == {"first touch", "resident", "prefetch", "prefetched", "device"}
+    assert all(v > 0 for v in t.values())
