@@ -1,0 +1,78 @@
+"""Helpers shared by the tests: the repository's paths, its notebooks, tools and course package.
+
+Import them from here (`from repo_helpers import REPO`); tests/conftest.py re-exports them too.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # the packages under test are imported from this checkout
+    sys.path.insert(0, str(REPO))
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_status() -> tuple[bool, str]:
+    """(a GPU is usable, why not) without ever raising."""
+    if not (REPO / "course").is_dir():
+        return False, "no CUDA GPU: course/ is not written yet, so none can be detected"
+    try:
+        import course
+    except Exception as exc:  # a broken course/ is reported by the tests that import it
+        return False, f"no CUDA GPU: course failed to import ({type(exc).__name__}: {exc})"
+    if course.gpu_available():
+        return True, ""
+    return False, "no CUDA GPU: course.gpu_available() is False on this machine"
+
+
+def import_course():
+    """The course package, or a skip while course/ does not exist yet; a broken one errors."""
+    if not (REPO / "course").is_dir():
+        pytest.skip("course/ is not written yet")
+    import course
+    return course
+
+
+def fail_on(problems, header: str = "") -> None:
+    """Fail with the problems as a plain list: each names its file or cell, no assert rewriting."""
+    problems = [p for p in problems if p]
+    if problems:
+        pytest.fail("\n".join(([header] if header else []) + list(problems)), pytrace=False)
+
+
+def load_tool(name: str):
+    """A script from tools/ as a module (tools/ is not a package: its scripts run stand-alone)."""
+    path = REPO / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def chapter_notebooks() -> list[Path]:
+    return sorted((REPO / "chapters").glob("*.ipynb"))
+
+
+def exercise_notebooks() -> list[Path]:
+    return sorted(p for p in (REPO / "exercises" / "source").glob("*/*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts)
+
+
+def all_notebooks() -> list[Path]:
+    return chapter_notebooks() + exercise_notebooks()
+
+
+def rel(path: Path) -> str:
+    """A path as the repository names it: the id of a parametrized test."""
+    return path.relative_to(REPO).as_posix()
+
+
+def read_json_notebook(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,138 @@
+"""Every kernel in the course compiles with NVRTC for sm_75, sm_80 and sm_90, with or without a GPU.
+
+Kernels come from solutions/**/*.cu and from every `%%cuda` cell of every chapter and exercise
+notebook. A kernel that needs a newer GPU says so: a .cu file on its first line (`// requires: sm_80`),
+a cell with `%%cuda --requires sm_80` (or `--arch`); lower archs are then skipped with that reason.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from repo_helpers import (REPO, all_notebooks, exercise_notebooks, fail_on, import_course,
+                      read_json_notebook, rel)
+
+ARCHS = ("sm_75", "sm_80", "sm_90")
+REQUIRES_LINE = re.compile(r"^\s*//\s*requires:\s*(sm_\d+a?)\s*$")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    where: str          # test id: a file, or notebook:cellN
+    source: str
+    requires: str | None = None
+    arch: str | None = None
+    options: tuple[str, ...] = ()
+
+
+def cc(arch: str) -> int:
+    return int(re.search(r"\d+", arch).group())
+
+
+def parse_cuda_line(line: str) -> dict:
+    """The flags of a `%%cuda ...` magic line that matter for compiling."""
+    words = shlex.split(line)[1:]
+    flags: dict = {}
+    for i, word in enumerate(words):
+        key, _, value = word.partition("=")
+        if key in ("--requires", "--arch", "--options"):
+            flags[key[2:]] = value or (words[i + 1] if i + 1 < len(words) else "")
+    return flags
+
+
+def solution_kernels() -> list[Kernel]:
+    found = []
+    for path in sorted((REPO / "solutions").rglob("*.cu")):
+        text = path.read_text(encoding="utf-8")
+        m = REQUIRES_LINE.match(text.split("\n", 1)[0])
+        found.append(Kernel(rel(path), text, requires=m.group(1) if m else None))
+    return found
+
+
+def notebook_kernels(nb: dict, where: str) -> list[Kernel]:
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        if cell["cell_type"] != "code" or not src.startswith("%%cuda"):
+            continue
+        line, _, body = src.partition("\n")
+        flags = parse_cuda_line(line)
+        found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires"),
+                            arch=flags.get("arch"),
+                            options=tuple(shlex.split(flags.get("options", "")))))
+    return found
+
+
+def cell_kernels() -> list[Kernel]:
+    return [k for path in all_notebooks()
+            for k in notebook_kernels(read_json_notebook(path), rel(path))]
+
+
+CASES = [(k, arch) for k in solution_kernels() + cell_kernels() for arch in ARCHS]
+
+
+@pytest.mark.parametrize("kernel,arch", CASES, ids=[f"{k.where}-{a}" for k, a in CASES])
+def test_compiles(kernel: Kernel, arch: str):
+    """Does the kernel compile with NVRTC for this arch, or does it declare that it needs a newer one?"""
+    for need in (kernel.requires, kernel.arch):
+        if need and cc(arch) < cc(need):
+            pytest.skip(f"requires {need}")
+    # A cell pinned to an arch-specific target (sm_90a for wgmma) compiles for exactly that.
+    target = kernel.arch if kernel.arch and cc(kernel.arch) == cc(arch) else arch
+    program = compile_kernel(kernel, target)
+    assert program.cubin, f"{kernel.where}: NVRTC returned no cubin for {target}"
+
+
+def compile_kernel(kernel: Kernel, arch: str):
+    name = kernel.where.rsplit("/", 1)[-1].replace(":", "_")
+    return import_course().compile_for_arch(
+        kernel.source, arch, options=kernel.options,
+        name=name if name.endswith(".cu") else f"{name}.cu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", exercise_notebooks(), ids=rel)
+def test_student_version_compiles(path, tmp_path):
+    """Does `nbgrader generate_assignment` succeed, and does every %%cuda cell it hands out compile?
+
+    nbgrader replaces a solution region with the notebook language's stub (Python by default), so a
+    `%%cuda` cell needs a stub that is C++; an untouched stub should compile and score zero.
+    """
+    import_course()
+    stem = path.parent.name
+    course_dir = tmp_path / "exercises"
+    shutil.copytree(REPO / "exercises", course_dir, ignore=shutil.ignore_patterns(
+        "release", "submitted", "autograded", "feedback", "gradebook.db", ".ipynb_checkpoints"))
+    # nbgrader runs the `alembic` script by name, so this Python's scripts folder goes on PATH.
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                  os.environ.get("PATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", stem, "--force"],
+                         cwd=course_dir, env=env, capture_output=True, text=True, timeout=300)
+    released = course_dir / "release" / stem / path.name
+    assert run.returncode == 0 and released.is_file(), \
+        f"nbgrader generate_assignment {stem} failed:\n{run.stdout[-2000:]}{run.stderr[-3000:]}"
+    problems = []
+    for kernel in notebook_kernels(read_json_notebook(released), f"release/{stem}/{path.name}"):
+        need = kernel.arch or kernel.requires
+        try:
+            compile_kernel(kernel, need if need and cc(need) > 80 else "sm_80")
+        except Exception as exc:  # CompileError's text numbers the source and quotes the log
+            problems.append(f"{kernel.where}: {exc}")
+    fail_on(problems, "student versions that do not compile:")
+
+
+def test_requires_flags_parse():
+    """Are `%%cuda` flags read the same in both spellings, --flag value and --flag=value?"""
+    assert parse_cuda_line('%%cuda --requires sm_80 --name k --options "-DT=4 -O3"') == \
+        {"requires": "sm_80", "options": "-DT=4 -O3"}
+    assert parse_cuda_line("%%cuda --arch=sm_90a --no-run") == {"arch": "sm_90a"}
+    assert REQUIRES_LINE.match("// requires: sm_80").group(1) == "sm_80"
+    assert not REQUIRES_LINE.match("// needs sm_80")
