@@ -36,6 +36,7 @@ def _site_dirs():
 
 def _candidates():
     out = []
+    pip_only = os.environ.get("COURSE_HEADERS", "").lower() == "pip"
     for site in _site_dirs():
         nv = Path(site) / "nvidia"
         # CUDA 13 wheels: one merged tree
@@ -44,6 +45,8 @@ def _candidates():
         # CUDA 12 wheels: one folder per component
         for comp in ("cuda_runtime", "cuda_nvrtc", "cuda_nvcc", "cuda_cccl", "cuda_crt"):
             out += [nv / comp / "include", nv / comp / "include" / "cccl"]
+    if pip_only:  # prove a pip-only install is complete (tests set COURSE_HEADERS=pip)
+        return out
     for var in ("CUDA_PATH", "CUDA_HOME", "CONDA_PREFIX"):
         root = os.environ.get(var)
         if root:
@@ -56,9 +59,17 @@ def _candidates():
     return out
 
 
-@functools.lru_cache(maxsize=1)
 def include_dirs() -> tuple:
     """Directories to pass to NVRTC with -I, in search order, existing ones only.
+
+    With the environment variable COURSE_HEADERS=pip only the pip wheels' folders are searched.
+    """
+    return _include_dirs(os.environ.get("COURSE_HEADERS", ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _include_dirs(_mode: str) -> tuple:
+    """Cached per COURSE_HEADERS mode: searching the file system on every compile is slow.
 
     A directory is kept only if it holds at least one CUDA header, so an unrelated
     ``$CONDA_PREFIX/include`` does not shadow anything.

@@ -109,3 +109,21 @@ ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem, 380 bytes c
     assert (r.registers, r.static_smem, r.local_bytes, r.spill_stores, r.spill_loads, r.const_bytes) == \
         (40, 4096, 16, 8, 4, 380)
     assert "SPILLS" in r.summary()
+
+
+def test_pip_only_headers_are_complete(tmp_path):
+    """With only pip's CUDA wheels searched (no toolkit), do WMMA, bf16, cooperative groups and
+    cuda/pipeline still compile? This is the layout of a pip-only or Colab install."""
+    import subprocess
+    import sys
+    code = ("import course, sys; d = course.include_dirs(); assert d and all('site-packages' in x or "
+            "'dist-packages' in x for x in d), d; m = course.missing_headers(); assert not m, m; "
+            "sys.path.insert(0, 'tests/library'); from test_compile import HEADERS; "
+            "[course.compile_for_arch(HEADERS, a, use_cache=False) for a in ('sm_75', 'sm_80', 'sm_90')]; "
+            "print('ok')")
+    env = {**__import__("os").environ, "COURSE_HEADERS": "pip", "COURSE_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=__import__("pathlib").Path(__file__).resolve().parents[2])
+    if "could not be loaded" in r.stderr:
+        pytest.skip("no NVRTC in this environment")
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

@@ -130,3 +130,40 @@ def test_preflight_on_gpu(cp, capsys):
     text = course.preflight()
     d = course.device_info()
     assert d.name in text and "NVRTC" in text and "Features:" in text and "copy" in text
+
+
+def test_wmma_from_pip_only_headers(cp, tmp_path):
+    """On a pip-only header layout (no toolkit searched), does a WMMA kernel compile and run?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {**os.environ, "COURSE_HEADERS": "pip", "COURSE_CACHE_DIR": str(tmp_path)}
+    probe = subprocess.run([sys.executable, "-c", "import course; print(len(course.include_dirs()))"],
+                           capture_output=True, text=True, env=env)
+    if probe.stdout.strip() == "0":
+        pytest.skip("CUDA headers here come from a toolkit or conda, not from pip wheels")
+    code = r'''
+import numpy as np, cupy as cp, course
+src = """#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void tile(const half* a, const half* b, float* c) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16); wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}"""
+assert not course.missing_headers(), course.missing_headers()
+m = course.compile(src)
+a = cp.random.standard_normal((16, 16)).astype(cp.float16); b = cp.random.standard_normal((16, 16)).astype(cp.float16)
+c = cp.full((16, 16), cp.nan, cp.float32)
+m.tile(1, 32, a, b, c)
+course.assert_close(c, a.get().astype(np.float32) @ b.get().astype(np.float32), rtol=1e-3)
+print("ok", course.include_dirs())
+'''
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]
