@@ -1,0 +1,270 @@
+"""Chapter 04 helpers: the sector model, its drawings, the ncu glue, and (GPU) the lesson's kernels."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from repo_helpers import REPO, import_course
+
+ARCHS = ("sm_75", "sm_80", "sm_90")
+STEM = "04_coalescing"
+
+
+@pytest.fixture(scope="module")
+def ch04():
+    import_course()
+    from course.lessons import ch04
+    return ch04
+
+
+def cuda_cells(stem: str) -> list:
+    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text())
+    out = []
+    for c in nb["cells"]:
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] == "code" and src.startswith("%%cuda"):
+            out.append(src.split("\n", 1)[1])
+    return out
+
+
+@pytest.mark.parametrize("index,elem,base,want", [
+    (lambda i: i, 4, 0, 4), (lambda i: i + 1, 4, 0, 5), (lambda i: 31 - i, 4, 0, 4), (lambda i: 2 * i, 4, 0, 8),
+    (lambda i: 8 * i, 4, 0, 32), (lambda i: 32 * i, 4, 0, 32), (lambda i: 0, 4, 0, 1), (lambda i: i // 2, 4, 0, 2),
+    (lambda i: i, 16, 0, 16), (lambda i: i, 8, 0, 8), (lambda i: i, 8, 8, 9), (lambda i: i, 4, 128, 4),
+])
+def test_sectors_per_request(ch04, index, elem, base, want):
+    """Does the model count the distinct 32-byte sectors of a warp's addresses?"""
+    assert ch04.warp_access(index, elem, base=base).sectors_per_request == want
+
+
+def test_efficiency_and_lines(ch04):
+    """Is stride 32 one sector and one line per lane at 12.5%, and a shifted load 80% in two lines?"""
+    a = ch04.warp_access(lambda i: 32 * i)
+    assert a.lines.size == 32 and a.efficiency == pytest.approx(0.125)
+    b = ch04.warp_access(lambda i: i + 1)
+    assert b.lines.size == 2 and b.efficiency == pytest.approx(0.8) and b.ideal_sectors == 4
+
+
+def test_inactive_lanes(ch04):
+    """Do lanes whose index is None sit the load out?"""
+    a = ch04.warp_access(lambda i: i if i < 8 else None)
+    assert a.lanes.size == 8 and a.sectors_per_request == 1 and a.efficiency == 1.0
+
+
+def test_bad_arguments_name_the_argument(ch04):
+    """Are a 3-byte element, a misaligned base, a negative index and a short list refused by name?"""
+    with pytest.raises(ValueError, match="elem_bytes"):
+        ch04.warp_access(lambda i: i, 3)
+    with pytest.raises(ValueError, match="base"):
+        ch04.warp_access(lambda i: i, 16, base=4)
+    with pytest.raises(ValueError, match=">= 0"):
+        ch04.warp_access(lambda i: i - 1)
+    with pytest.raises(ValueError, match="one entry per lane"):
+        ch04.warp_access([0, 1, 2])
+
+
+def test_patterns_agree_with_their_c_expressions(ch04):
+    """Does each named pattern's Python index equal its C expression for every lane?"""
+    for p in ch04.PATTERNS:
+        for i in range(32):
+            assert p.index(i) == eval(p.c_expr, {"i": i}), (p.name, i)  # the C expressions are valid Python
+
+
+def test_pitch_is_whole_lines_past_the_pattern(ch04):
+    """Does each probe window start on a 128-byte boundary and hold the pattern's largest index?"""
+    for p in ch04.PATTERNS:
+        pitch = ch04._pitch(p)
+        assert pitch * p.elem_bytes % 128 == 0 and pitch > max(p.index(i) for i in range(32))
+
+
+def test_probe_and_lesson_kernels_compile(ch04):
+    """Do the probes (one module, one kernel per pattern) and the lesson kernels compile for sm_75..sm_90?"""
+    course = import_course()
+    probes = "\n".join(ch04.probe_source(p, f"probe_{j}") for j, p in enumerate(ch04.PATTERNS))
+    for src in (probes, ch04.STRIDED_SRC, ch04.SCALE_SRC, ch04.WALK_SRC):
+        for arch in ARCHS:
+            assert course.compile_for_arch(src, arch).cubin
+    assert len(course.compile_for_arch(probes, "sm_80").resources) == len(ch04.PATTERNS)
+
+
+def test_lesson_cells_are_the_module_sources(ch04):
+    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
+    cells = cuda_cells("04_coalescing")
+    for src in (ch04.STRIDED_SRC, ch04.SCALE_SRC, ch04.WALK_SRC):
+        assert src.rstrip("\n") in cells
+
+
+NCU_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
+hello from the profiled script
+==PROF== Profiling "probe_0": 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3","127.0.0.1","probe_0","1","7","(128, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","request","1,024"
+"0","4242","python3","127.0.0.1","probe_0","1","7","(128, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","sector","4,096"
+"1","4242","python3","127.0.0.1","probe_1","1","7","(128, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","request","1024"
+"1","4242","python3","127.0.0.1","probe_1","1","7","(128, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","sector","n/a"
+'''
+
+
+def test_parse_ncu_csv(ch04):
+    """Are metric rows read from ncu's CSV among the program's output, with thousands separators and n/a?"""
+    rows = ch04.parse_ncu_csv(NCU_CSV)
+    assert len(rows) == 4
+    assert rows[0]["kernel"] == "probe_0" and rows[0]["value"] == 1024.0 and rows[1]["value"] == 4096.0
+    assert rows[3]["value"] is None
+    assert ch04.parse_ncu_csv("no csv here\n") == []
+
+
+def test_run_ncu_without_ncu(ch04, monkeypatch):
+    """Without ncu, is the result falsy with a sentence instead of an exception?"""
+    monkeypatch.setattr(ch04, "ncu_path", lambda: None)
+    res = ch04.run_ncu("print(1)", ["x.sum"], kernel="k")
+    assert not res and "not installed" in res.reason
+
+
+def test_run_ncu_permission_and_parsing(ch04, monkeypatch):
+    """Is ERR_NVGPUCTRPERM reported as a permission problem, and good output summed per kernel?"""
+    monkeypatch.setattr(ch04, "ncu_path", lambda: "/usr/bin/true")
+
+    def fake(out):
+        return lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=out, stderr="")
+    monkeypatch.setattr(subprocess, "run", fake("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"))
+    res = ch04.run_ncu("print(1)", ["m"], kernel="k")
+    assert not res and "ERR_NVGPUCTRPERM" in res.reason
+    monkeypatch.setattr(subprocess, "run", fake(NCU_CSV))
+    res = ch04.run_ncu("print(1)", ["m"], kernel="regex:^probe_")
+    assert res and res.by_kernel["probe_0"]["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] == 4096.0
+    assert res.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] == 2048.0
+
+
+def test_compare_without_gpu_prints_the_model(ch04, capsys):
+    """Without a GPU, does the comparison print one sentence and the model's column?"""
+    course = import_course()
+    if course.gpu_available():
+        pytest.skip("this test is about the CPU-only path")
+    rows = ch04.compare_with_ncu()
+    assert [r["model"] for r in rows] == [p.access().sectors_per_request for p in ch04.PATTERNS]
+    assert "needs an NVIDIA GPU" in capsys.readouterr().out
+
+
+def test_drawings_and_tables_without_gpu(ch04, capsys):
+    """Do the sector drawings, the tables and the recorded-results views work on a CPU?"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ax = ch04.plot_warp_access(ch04.warp_access(lambda i: 32 * i), title="stride 32")
+    assert "32 sectors in 32 lines" in ax.get_title()
+    ch04.plot_patterns(ch04.PATTERNS)
+    ch04.plot_vs_ceiling({"a": 1000.0, "b": 2500.0}, 3000.0, title="t")
+    ch04.print_table(ch04.prediction_table())
+    ch04.show_recorded("99_no_such_chapter")
+    assert ch04.plot_recorded("99_no_such_chapter") is None
+    assert "No recorded" in capsys.readouterr().out
+    plt.close("all")
+
+
+def test_sweep_builds_without_gpu(ch04):
+    """Does the stride/offset sweep build on a CPU, and its curve say so instead of failing?"""
+    course = import_course()
+    sw = ch04.stride_offset_sweep(record=False)
+    assert sw.params["stride"][0] == 1 and 32 in sw.params["stride"] and 0 in sw.params["offset"]
+    if not course.gpu_available() and not sw.results:
+        assert ch04.plot_stride_curve(sw) is None
+
+
+def test_row_scale_reference(ch04):
+    """Does the exercise's NumPy reference scale row r by scale[r]?"""
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert ch04.row_scale_reference(m, np.array([2, 3], np.float32)).tolist() == [[0, 2, 4], [9, 12, 15]]
+
+
+def exercise_cells(stem: str) -> dict:
+    """name -> kernel source of each `%%cuda --name NAME --no-run` cell tagged kernel:NAME."""
+    nb = json.loads((REPO / "exercises" / "source" / stem / f"{stem}.ipynb").read_text())
+    out = {}
+    for c in nb["cells"]:
+        for tag in c.get("metadata", {}).get("tags", []):
+            if tag.startswith("kernel:"):
+                src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                out[tag.split(":", 1)[1]] = src
+    return out
+
+
+def test_exercise_cells_are_the_solutions():
+    """Is each graded cell of the exercise notebook `%%cuda --name NAME --no-run` plus solutions/STEM/NAME.cu?"""
+    stem = STEM
+    cells = exercise_cells(stem)
+    files = {p.stem: p.read_text() for p in (REPO / "solutions" / stem).glob("*.cu")}
+    assert set(cells) == set(files)
+    for name, src in cells.items():
+        assert src == f"%%cuda --name {name} --no-run\n" + files[name].rstrip("\n"), name
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_strided_runner_collapses(ch04):
+    """Is stride 32 at least 4x slower than stride 1 in useful GB/s, and the offset nearly free?"""
+    run = ch04.strided_runner(m=1 << 22)
+    g1, g32, off = run(1, 0), run(32, 0), run(1, 1)
+    assert g1 > 4 * g32
+    assert off > 0.5 * g1
+
+
+@pytest.mark.gpu
+def test_scale_kernels_correct_at_odd_sizes(ch04):
+    """Do the three scale kernels give 2x at sizes whose last block is partial?"""
+    import cupy
+    course = import_course()
+    m = course.compile(ch04.SCALE_SRC)
+    for n in (4, 1_000_004):
+        x = cupy.random.default_rng(n).random(n, dtype=cupy.float32)
+        for launch in (lambda y: m.scale_scalar(course.grid_for(n, 256), 256, x, y, 2.0, n),
+                       lambda y: m.scale_vec4(course.grid_for(n // 4, 256), 256, x, y, 2.0, n // 4),
+                       lambda y: m.scale_vec4_grid(7, 256, x, y, 2.0, n // 4)):
+            y = cupy.full(n, cupy.nan, dtype=cupy.float32)
+            launch(y)
+            assert bool((y == 2 * x).all())
+
+
+@pytest.mark.gpu
+def test_row_sum_kernels(ch04):
+    """Do both row-sum mappings agree with CuPy on a matrix whose width is not a multiple of 32?"""
+    import cupy
+    course = import_course()
+    w = course.compile(ch04.WALK_SRC)
+    rows, cols = 1001, 77
+    m = cupy.random.default_rng(3).random((rows, cols), dtype=cupy.float32)
+    for k, grid in ((w.row_sum_thread, course.grid_for(rows, 256)), (w.row_sum_warp, course.grid_for(32 * rows, 256))):
+        out = cupy.full(rows, cupy.nan, dtype=cupy.float32)
+        k(grid, 256, m, out, rows, cols)
+        assert bool(cupy.allclose(out, m.sum(axis=1), rtol=1e-5))
+
+
+@pytest.mark.gpu
+def test_row_scale_solution_any_grid(ch04):
+    """Is the reference row_scale exact at awkward shapes, with the grader's grid and with a tiny one?"""
+    import cupy
+    course = import_course()
+    k = course.compile((REPO / "solutions/04_coalescing/row_scale.cu").read_text()).kernel("row_scale")
+    rng = cupy.random.default_rng(4)
+    for rows, cols in ((1, 1), (1, 100_003), (1009, 37), (37, 1009), (300, 4099)):
+        m = rng.random((rows, cols), dtype=cupy.float32)
+        s = rng.random(rows, dtype=cupy.float32)
+        for grid in (((min(-(-cols // 128), 32), min(-(-rows // 8), 4096))), (1, 1), (3, 5)):
+            out = cupy.full_like(m, cupy.nan)
+            k(grid, (32, 8), m, s, out, rows, cols)
+            assert bool((out == m * s[:, None]).all()), (rows, cols, grid)
+
+
+@pytest.mark.gpu
+def test_ncu_comparison_runs(ch04, capsys):
+    """With a GPU, does the ncu comparison either match the model or say why it could not run?"""
+    rows = ch04.compare_with_ncu(ch04.PATTERNS[:3])
+    got = [r["ncu"] for r in rows]
+    if all(g is None for g in got):
+        assert capsys.readouterr().out.strip()
+    else:
+        assert got == [float(r["model"]) for r in rows]

@@ -1,0 +1,196 @@
+"""Chapter 05 helpers: the bank model, the conflict bound, the drawings, and (GPU) the transposes."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from repo_helpers import REPO, import_course
+
+ARCHS = ("sm_75", "sm_80", "sm_90")
+STEM = "05_bank_conflicts"
+
+
+@pytest.fixture(scope="module")
+def ch05():
+    import_course()
+    from course.lessons import ch05
+    return ch05
+
+
+def test_gcd_rule(ch05):
+    """Is the conflict degree of 4-byte stride s equal to gcd(s, 32), for s = 1..96?"""
+    for s in range(1, 97):
+        assert ch05.bank_access(lambda i, s=s: s * i).degree == math.gcd(s, 32), s
+
+
+def test_broadcast_and_tile_layouts(ch05):
+    """Is a broadcast free, a [32][32] column 32-way, and the [32][33] and XOR-swizzled columns free for every row?"""
+    assert ch05.bank_access(lambda i: 0).wavefronts == 1
+    assert ch05.bank_access(lambda i: i // 4).degree == 1
+    for ty in range(32):
+        assert ch05.bank_access(lambda i: 32 * i + ty).degree == 32
+        assert ch05.bank_access(lambda i: 33 * i + ty).degree == 1
+        assert ch05.bank_access(lambda i: 32 * i + (ty ^ i)).degree == 1   # a swizzled column
+        assert ch05.bank_access(lambda i: 32 * ty + (i ^ ty)).degree == 1  # a swizzled row
+
+
+def test_swizzle_is_a_permutation(ch05):
+    """Does c ^ r map each row and each column of a 32 x 32 tile onto all 32 columns exactly once?"""
+    for r in range(32):
+        assert sorted(c ^ r for c in range(32)) == list(range(32))
+    for c in range(32):
+        assert sorted(c ^ r for r in range(32)) == list(range(32))
+
+
+def test_wide_accesses_use_phases(ch05):
+    """Do 8- and 16-byte accesses take 2 and 4 wavefronts conflict-free, and conflict only within a phase?"""
+    assert ch05.bank_access(lambda i: i, 8).wavefronts == 2
+    assert ch05.bank_access(lambda i: i, 16).wavefronts == 4
+    d = ch05.bank_access(lambda i: 2 * i, 8)
+    assert (d.degree, d.wavefronts) == (2, 4)
+    assert ch05.bank_access(lambda i: 33 * i, 8).wavefronts == 2     # a padded column of doubles
+    assert ch05.bank_access(lambda i: 32 * i, 8).wavefronts == 32
+    assert ch05.bank_access(lambda i: 8 * i, 16).degree == 8
+
+
+def test_bad_arguments(ch05):
+    """Are a 2-byte element, a misaligned base and a short index list refused by name?"""
+    with pytest.raises(ValueError, match="elem_bytes"):
+        ch05.bank_access(lambda i: i, 2)
+    with pytest.raises(ValueError, match="base"):
+        ch05.bank_access(lambda i: i, 8, base=4)
+    with pytest.raises(ValueError, match="one entry per lane"):
+        ch05.bank_access([1, 2])
+
+
+def test_patterns_agree_with_their_c_expressions(ch05):
+    """Does each named pattern's Python index equal its C expression (with ty = 5) for every lane?"""
+    for p in ch05.BANK_PATTERNS:
+        for i in range(32):
+            assert p.index(i) == eval(p.c_expr, {"i": i, "ty": 5}), (p.name, i)
+
+
+def test_conflict_bound(ch05):
+    """Is a 32-way conflicted tile bounded near 2 TB/s on an H100 and a padded one beyond 30 TB/s?"""
+    assert ch05.conflict_bound_gbps(32, 132, 1980) == pytest.approx(132 * 1.98e9 * 8192 / 1056 / 1e9)
+    assert 1900 < ch05.conflict_bound_gbps(32, 132, 1980) < 2100
+    assert ch05.conflict_bound_gbps(1, 132, 1980) > 30_000
+
+
+def test_predicted_transpose_conflicts(ch05):
+    """Does the model predict 31 extra wavefronts per column load of tile[32][32], none for the others?"""
+    p = ch05.predicted_transpose_conflicts(1024, 2048)
+    assert p["transpose_smem"]["ld conflicts"] == 1024 * 2048 // 32 * 31
+    assert p["transpose_pad"]["ld conflicts"] == p["transpose_swizzle"]["ld conflicts"] == 0
+    with pytest.raises(ValueError):
+        ch05.predicted_transpose_conflicts(1000, 1024)
+
+
+def test_kernels_compile(ch05):
+    """Do the strided-read and transpose kernels compile for sm_75..sm_90, with the tile sizes intended?"""
+    course = import_course()
+    for src in (ch05.SMEM_STRIDE_SRC, ch05.TRANSPOSE_NAIVE_SRC, ch05.TRANSPOSE_TILED_SRC):
+        for arch in ARCHS:
+            assert course.compile_for_arch(src, arch).cubin
+    res = course.compile_for_arch(ch05.TRANSPOSE_TILED_SRC, "sm_80").resources
+    assert res["transpose_pad"].static_smem == 32 * 33 * 4 and res["transpose_swizzle"].static_smem == 4096
+
+
+def test_lesson_cells_are_the_module_sources(ch05):
+    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
+    nb = json.loads((REPO / "chapters" / "05_bank_conflicts.ipynb").read_text())
+    cells = ["".join(c["source"]).split("\n", 1)[1] for c in nb["cells"]
+             if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%cuda")]
+    for src in (ch05.SMEM_STRIDE_SRC, ch05.TRANSPOSE_NAIVE_SRC, ch05.TRANSPOSE_TILED_SRC):
+        assert src.rstrip("\n") in cells
+
+
+def test_drawings_without_gpu(ch05):
+    """Do the bank drawings work on a CPU, including multi-phase accesses and truncated conflicts?"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for p in ch05.BANK_PATTERNS:
+        ax = ch05.plot_banks(p.access(), title=p.name, max_rows=6)
+        assert p.access().summary() in ax.get_title()
+    plt.close("all")
+
+
+def test_sweep_builds_without_gpu(ch05):
+    """Does the shared-memory sweep build on a CPU and its plot decline politely without data?"""
+    course = import_course()
+    sw = ch05.smem_stride_sweep(record=False)
+    assert 33 in sw.params["stride"] and sw.params["width"] == [4, 8, 16]
+    if not course.gpu_available() and not sw.results:
+        assert ch05.plot_smem_curve(sw) is None
+
+
+def exercise_cells(stem: str) -> dict:
+    """name -> kernel source of each `%%cuda --name NAME --no-run` cell tagged kernel:NAME."""
+    nb = json.loads((REPO / "exercises" / "source" / stem / f"{stem}.ipynb").read_text())
+    out = {}
+    for c in nb["cells"]:
+        for tag in c.get("metadata", {}).get("tags", []):
+            if tag.startswith("kernel:"):
+                src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                out[tag.split(":", 1)[1]] = src
+    return out
+
+
+def test_exercise_cells_are_the_solutions():
+    """Is each graded cell of the exercise notebook `%%cuda --name NAME --no-run` plus solutions/STEM/NAME.cu?"""
+    stem = STEM
+    cells = exercise_cells(stem)
+    files = {p.stem: p.read_text() for p in (REPO / "solutions" / stem).glob("*.cu")}
+    assert set(cells) == set(files)
+    for name, src in cells.items():
+        assert src == f"%%cuda --name {name} --no-run\n" + files[name].rstrip("\n"), name
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+
+def _transpose_ok(cupy, k, shape, grid=None):
+    rows, cols = shape
+    x = cupy.random.default_rng(rows * 7 + cols).standard_normal(shape, dtype=cupy.float32)
+    out = cupy.full((cols, rows), cupy.nan, dtype=cupy.float32)
+    k(grid or (-(-cols // 32), -(-rows // 32)), (32, 8), x, out, rows, cols)
+    return bool((out == x.T).all())
+
+
+SHAPES = ((1, 1), (1, 1000), (1009, 1), (33, 2047), (1009, 37), (64, 96))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["transpose_naive", "transpose_smem", "transpose_pad", "transpose_swizzle"])
+def test_lesson_transposes_exact(ch05, name):
+    """Is each lesson transpose exact at shapes with partial tiles in both directions?"""
+    import cupy
+    course = import_course()
+    k = course.compile(ch05.TRANSPOSES[name]).kernel(name)
+    assert all(_transpose_ok(cupy, k, s) for s in SHAPES)
+
+
+@pytest.mark.gpu
+def test_solution_transpose_exact(ch05):
+    """Is the graded reference exact at the grader's awkward shapes?"""
+    import cupy
+    course = import_course()
+    k = course.compile((REPO / "solutions/05_bank_conflicts/transpose.cu").read_text()).kernel("transpose")
+    assert all(_transpose_ok(cupy, k, s) for s in SHAPES + ((4099, 1000),))
+
+
+@pytest.mark.gpu
+def test_padded_beats_conflicted(ch05):
+    """On 4096 x 4096, is the padded tile faster than the conflicted one?"""
+    g = ch05.transpose_table(4096, 4096, names=["transpose_smem", "transpose_pad"])
+    assert g["transpose_pad"] > g["transpose_smem"]
+
+
+@pytest.mark.gpu
+def test_smem_runner_sees_conflicts(ch05):
+    """Are stride-32 shared-memory reads at least 8x slower than stride 1, and stride 33 about as fast?"""
+    run = ch05.smem_runner(reps=1024)
+    g1, g32, g33 = run(1, 4), run(32, 4), run(33, 4)
+    assert g1 > 8 * g32 and g33 > 0.7 * g1

@@ -1,0 +1,6 @@
+// expect: correct    06_building_blocks/histogram256: global atomics only, far below the threshold
+extern "C" __global__ void histogram256(const int* __restrict__ data, unsigned int* __restrict__ hist, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&hist[data[i]], 1u);
+}
