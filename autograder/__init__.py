@@ -5,13 +5,14 @@ never imports CuPy or touches CUDA; grading happens in spawned child processes.
 """
 from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
-from .report import ExerciseReport, Report, SizeResult, SpeedResult, Status
+from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .runner import grade_path, grade_source, speed_trials
-from .spec import (LARGER_THAN_L2, Exercise, In, InOut, Out, Points, Scalar, SpecError, Tolerance, Uniform,
-                   cdiv)
+from .spec import (LARGER_THAN_L2, Exercise, In, InOut, Out, Pipeline, Points, Scalar, SpecError, Tolerance,
+                   Uniform, cdiv)
 
 __all__ = [
-    "Exercise", "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "LARGER_THAN_L2", "cdiv",
-    "SpecError", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
-    "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "Status",
+    "Exercise", "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Pipeline", "LARGER_THAN_L2",
+    "cdiv", "SpecError", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
+    "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
+    "Status",
 ]

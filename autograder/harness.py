@@ -1,4 +1,5 @@
-"""What the grading child does on the GPU: compile, test one size, time against the reference.
+"""What the grading child does on the GPU: compile, test one size, time against the reference, and run
+the kernel through a grader-owned pipeline (exercises with a `Pipeline`).
 
 Imported only inside a grading child (see worker.py); the parent never loads CuPy or CUDA.
 Every array the student kernel sees sits inside a larger allocation with random guard bytes before
@@ -10,17 +11,19 @@ from __future__ import annotations
 
 import math
 import re
+import time
 
 import numpy as np
 
 from . import policy
+from .launchcfg import reference_launch
 from .loader import reference_source
-from .spec import In, InOut, Out, Scalar, Uniform, default_generator, evaluate, shape_of
+from .spec import In, InOut, Out, Scalar, Uniform, cdiv, default_generator, evaluate, shape_of
 from .worker import SETUP_TIMEOUT_S
 
 __all__ = ["GUARD_BYTES", "TIMING_SETS", "POISON_BITS", "CupyBackend", "backend", "probe", "limit_printf",
-           "Context", "compile_step", "correctness_step", "timing_step", "make_inputs", "classify_cuda_error",
-           "poison_bits"]
+           "Context", "compile_step", "correctness_step", "timing_step", "pipeline_step", "make_inputs",
+           "classify_cuda_error", "poison_bits"]
 
 GUARD_BYTES = 1 << 20
 TIMING_SETS = 3            # input sets rotated through the timed runs
@@ -673,3 +676,79 @@ def timing_step(ctx: Context) -> dict:
              "rounds": d.rounds, "sizes": sizes, "floor_ms": floor, "impossible": impossible,
              "samples": d.samples, "note": note}
     return {**base, "status": "ok", "speed": speed}
+
+
+# -- pipeline ----------------------------------------------------------------------------------
+
+PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as course.lessons.ch03.offset_process launches
+SPAN_DIGITS = 4
+
+
+def _run_driver(driver, kernel, cfg: dict, n: int, seed: int) -> dict:
+    return driver(kernel, streams=int(cfg["streams"]), chunks=int(cfg["chunks"]), block=int(cfg["block"]), n=n,
+                  seed=seed)
+
+
+def pipeline_step(ctx: Context) -> dict:
+    """The student kernel in the spec's pipeline driver with the student's streams and chunks.
+
+    The reference kernel runs through the same driver first, with its own LAUNCH, for context. The
+    output of every pipeline call is checked (by the driver, against NumPy); a ratio inside the noise
+    band of a tier boundary is measured once more (policy.decide_pipeline).
+    """
+    ex, cfg = ctx.ex, ctx.cfg
+    pl = ex.pipeline
+    driver = pl.resolve_driver()
+    backend().free_cached()  # the driver allocates nbytes each way, pinned and on the device
+    n = ex.pipeline_n()
+    seed = (int(ctx.seed) + 20_000) % (1 << 63)  # secret, like the test inputs
+    streams, chunks, block = int(cfg["streams"]), int(cfg["chunks"]), int(cfg["block"])
+    base = {"sizes": {"n": n}}
+    what = (f"the pipeline ({streams} stream{'s' * (streams != 1)}, {chunks} chunk{'s' * (chunks != 1)}, "
+            f"{pl.nbytes / 2**20:g} MiB each way)")
+    first_chunk = cdiv(n, chunks)
+    geo = (max(1, min(cdiv(first_chunk, block), PIPELINE_MAX_GRID)), block, 0)
+
+    rcfg = reference_launch(ex)
+    t0 = time.monotonic()
+    ref = _run_driver(driver, ctx.reference, rcfg, n, seed)
+    ref_s = time.monotonic() - t0
+    if not ref.get("correct"):
+        return {**base, "status": "grader error", "message": (
+            f"the reference kernel's pipeline output is wrong, so the pipeline driver {pl.driver} or the spec "
+            f"is broken: {ref.get('message', '')}")}
+
+    reports = []
+
+    def run():
+        ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel in {what}")
+        try:
+            rep = _run_driver(driver, ctx.student, cfg, n, seed + len(reports) + 1)
+        finally:
+            ctx.arm(SETUP_TIMEOUT_S, "")
+        if not rep.get("correct"):
+            raise _WrongWhileTimed(rep.get("message", "") or "wrong output")
+        reports.append(rep)
+        return rep["total_ms"], rep["serial_ms"]
+
+    try:
+        d = policy.decide_pipeline(run, pl)
+    except _WrongWhileTimed as exc:
+        run_no = f" (measurement {len(reports) + 1})" if reports else ""
+        return {**base, "status": "failed", "message": (
+            f"wrong output from {what}{run_no}. {exc}\nEach launch must read and write only its own chunk, "
+            "[offset, offset + count), and must be right for every chunk: the copies of the other chunks run at "
+            "the same time on other streams.")}
+    except Exception as exc:
+        return {**base, **classify_cuda_error(exc, what, geo)}
+    last = reports[-1]
+    spans = [[str(lane), str(label), round(float(a), SPAN_DIGITS), round(float(b), SPAN_DIGITS)]
+             for lane, label, a, b in last.get("spans", [])]
+    note = "" if d.settled else (f"the pipeline ratio stayed within {100 * policy.PIPELINE_BAND:.0f}% of a tier "
+                                 f"boundary after {d.rounds} rounds; decided on the pooled times")
+    result = {"ratio": d.ratio, "total_ms": d.total_ms, "serial_ms": d.serial_ms, "full_at": float(pl.full_at),
+              "half_at": float(pl.half_at), "streams": streams, "chunks": chunks, "block": block,
+              "nbytes": int(pl.nbytes), "ideal_ms": last.get("ideal_ms"), "rounds": d.rounds, "settled": d.settled,
+              "reference_ratio": float(ref["ratio"]), "reference_streams": int(rcfg["streams"]),
+              "reference_chunks": int(rcfg["chunks"]), "spans": spans, "note": note}
+    return {**base, "status": "ok", "pipeline": result}

@@ -12,7 +12,7 @@ import re
 from .spec import Exercise, SpecError, did_you_mean
 
 __all__ = ["LaunchDataError", "parse_launch_cell", "launch_from_source", "sanitize", "merge_launch",
-           "check_cfg_values"]
+           "check_cfg_values", "check_pipeline_cfg", "reference_launch"]
 
 _COMMENT = re.compile(r"^\s*//\s*LAUNCH\s*[=:]\s*(\{.*\})\s*$", re.M)
 
@@ -87,8 +87,29 @@ def merge_launch(ex: Exercise, student: dict | None) -> dict:
             known = ", ".join(cfg) or "none"
             raise LaunchDataError(f"LAUNCH has {k!r}, which {ex.name} does not use (it takes: {known})."
                                   + did_you_mean(k, list(cfg)))
-    problem = check_cfg_values(student)
+    problem = check_pipeline_cfg(ex, {**cfg, **student}) or check_cfg_values(student)
     if problem:
         raise LaunchDataError(f"LAUNCH: {problem}")
     cfg.update(student)
     return cfg
+
+
+def check_pipeline_cfg(ex: Exercise, cfg: dict) -> str:
+    """'' when the pipeline keys of ``cfg`` (streams, chunks, block) are within the exercise's limits."""
+    pl = ex.pipeline
+    if pl is None:
+        return ""
+    for key, top in (("streams", pl.max_streams), ("chunks", pl.max_chunks)):
+        v = cfg.get(key)
+        if type(v) is not int or not 1 <= v <= top:
+            return (f"{key!r} is {v!r}, but the {ex.name} pipeline takes 1 to {top} {key} (one int); "
+                    f"for example \"{key}\": {min(top, 4 if key == 'streams' else 16)}.")
+    if type(cfg.get("block")) is not int:
+        return f"'block' is {cfg.get('block')!r}; the pipeline launches 1D blocks, so give one int such as 256."
+    return ""
+
+
+def reference_launch(ex: Exercise) -> dict:
+    """The reference kernel's launch data: its own ``// LAUNCH`` line if it has one, else the defaults."""
+    from .loader import reference_source
+    return merge_launch(ex, launch_from_source(reference_source(ex)))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import (Exercise, In, InOut, L2Multiple, Out, Points, Scalar, SpecError, Tolerance, Uniform,
-                   _Array, did_you_mean, names_in, shape_of)
+from .spec import (Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError, Tolerance,
+                   Uniform, _Array, did_you_mean, names_in, shape_of)
 
 __all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
            "load_spec_file"]
@@ -63,7 +63,8 @@ def _unexpected_kwarg(exc: TypeError):
     m = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if not m:
         return None
-    cls = {c.__name__: c for c in (Exercise, In, Out, InOut, Scalar, Points, Tolerance, Uniform)}.get(m.group(1))
+    cls = {c.__name__: c for c in (Exercise, In, Out, InOut, Scalar, Points, Tolerance, Uniform, Pipeline)}.get(
+        m.group(1))
     fields = [f.name for f in dataclasses.fields(cls)] if cls else []
     return m.group(1), m.group(2), fields
 
@@ -182,6 +183,7 @@ def validate(ex: Exercise, path: Path) -> None:
     _validate_source(ex, where)
     _validate_launch(ex, where)
     _validate_scoring(ex, where)
+    _validate_pipeline(ex, where)
 
 
 def _validate_params(ex, where):
@@ -360,3 +362,49 @@ def _validate_scoring(ex, where):
             if any(d < 1 for d in shape):
                 raise where.error("params", f"{p.name}: shape {p.shape!r} is {shape} at {sizes}")
 
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _validate_pipeline(ex, where):
+    pl = ex.pipeline
+    if pl is None:
+        return
+    example = "Pipeline(points=4, full_at=0.64, half_at=0.85)"
+    if not isinstance(pl, Pipeline):
+        raise where.error("pipeline", f"should be None or {example}; got {pl!r}")
+    if not _number(pl.points) or pl.points <= 0:
+        raise where.error("pipeline", f"points should be a positive number; got {pl.points!r}")
+    if not (_number(pl.full_at) and _number(pl.half_at) and 0 < pl.full_at < pl.half_at < 1):
+        raise where.error("pipeline", "needs 0 < full_at < half_at < 1 (ratios of the pipeline's time to the "
+                          f"un-overlapped time; lower is better); got full_at={pl.full_at!r}, half_at={pl.half_at!r}")
+    for field in ("max_streams", "max_chunks", "nbytes"):
+        v = getattr(pl, field)
+        if type(v) is not int or v < 1:
+            raise where.error("pipeline", f"{field} should be a positive int; got {v!r}")
+    ins = [p for p in ex.arrays if isinstance(p, In)]
+    if not ins:
+        raise where.error("pipeline", "needs an In array: nbytes counts elements of the first one")
+    item = ins[0].np_dtype.itemsize
+    if pl.nbytes % item or pl.nbytes // item < pl.max_chunks:
+        raise where.error("pipeline", f"nbytes={pl.nbytes} should be a multiple of {item} (the size of "
+                          f"{ins[0].name}'s elements) and hold at least max_chunks={pl.max_chunks} of them")
+    try:
+        pl.resolve_driver()
+    except SpecError as exc:
+        raise where.error("pipeline", str(exc)) from None
+    missing = [k for k in ("streams", "chunks", "block") if k not in ex.launch_defaults]
+    if missing:
+        raise where.error("launch_defaults", f"a pipeline exercise reads 'streams', 'chunks' and 'block' from "
+                          f"LAUNCH; add defaults for {', '.join(map(repr, missing))} (e.g. 'streams': 1, "
+                          "'chunks': 1, 'block': 256)")
+    from .launchcfg import LaunchDataError, check_pipeline_cfg, reference_launch
+    problem = check_pipeline_cfg(ex, ex.launch_defaults)
+    if problem:
+        raise where.error("launch_defaults", problem)
+    try:
+        reference_launch(ex)
+    except LaunchDataError as exc:
+        raise where.error("pipeline", f"the // LAUNCH line of the reference {ex.source_file}: {exc}") from None

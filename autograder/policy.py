@@ -6,6 +6,11 @@ Rules, in one place:
 - Speed points need correctness. The ratio is reference time / student time; the best tier met gives
   its fraction of the speed points. A verdict whose ratio lies within the noise band of a tier boundary
   is re-measured; after `MAX_ROUNDS` the pooled medians decide.
+- Pipeline points (exercises with a `Pipeline`) need correctness too. The ratio is the pipeline's time /
+  the un-overlapped time (lower is better): full points at <= full_at, half at <= half_at. A ratio within
+  `PIPELINE_BAND` of a boundary is measured once more (`PIPELINE_ROUNDS`); then the best pipeline time of
+  both rounds over their mean un-overlapped time decides. A wrong pipeline output is like a wrong timed run:
+  no points at all.
 - A time below `IMPOSSIBLE_MARGIN` x the floor (bytes / measured copy bandwidth, or FLOPs / peak) is
   'flagged': zero speed points and a note for the instructor; correctness points stay.
 - Timeouts: a kernel is killed after max(spec timeout_s (default 10 s), 50 x the reference time).
@@ -18,17 +23,22 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .report import ExerciseReport, SizeResult, SpeedResult, Status
+from .report import ExerciseReport, PipelineResult, SizeResult, SpeedResult, Status
 
 __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "timeout_for", "speed_fraction",
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
-           "score", "skipped_report"]
+           "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "pipeline_near_boundary",
+           "decide_pipeline", "PipelineDecision", "pipeline_advice"]
 
 TIMEOUT_MULTIPLE = 50
 MAX_ROUNDS = 4
 MIN_BAND = 0.01
 # a hand-written kernel can beat a device-to-device memcpy by a little, never by a third
 IMPOSSIBLE_MARGIN = 0.75
+# the pipeline ratio is a best-of-3 time over a sum of medians; on the H100 the same configuration
+# measures within ~1% across runs (benchmarks/results/sweeps/03_streams_pipeline.json), so 3% is a safe band
+PIPELINE_BAND = 0.03
+PIPELINE_ROUNDS = 2  # measure once more inside the band, then decide
 
 
 def timeout_for(timeout_s: float, reference_s: float | None) -> float:
@@ -113,6 +123,71 @@ def decide_speed(measure, tiers, max_rounds: int = MAX_ROUNDS) -> SpeedDecision:
                                  _iqr(stu), _iqr(ref), band, len(stu), not unsure)
 
 
+def pipeline_near_boundary(ratio: float, band: float, boundaries):
+    """The boundary (full_at or half_at, lower is better) whose band contains ``ratio``, or None."""
+    for b in boundaries:
+        if b * (1 - band) < ratio <= b * (1 + band):
+            return b
+    return None
+
+
+@dataclasses.dataclass
+class PipelineDecision:
+    ratio: float
+    fraction: float
+    rounds: int
+    total_ms: float
+    serial_ms: float
+    settled: bool  # False: still inside the band after the last round; decided on the pooled times
+
+
+def decide_pipeline(measure, pipeline, band: float = PIPELINE_BAND,
+                    max_rounds: int = PIPELINE_ROUNDS) -> PipelineDecision:
+    """Measure, and measure again while the ratio sits inside the band of ``full_at`` or ``half_at``.
+
+    ``measure()`` returns (total_ms, serial_ms) of one pipeline run. Pooled over rounds: the best total
+    (each is already a best of several runs) over the mean of the un-overlapped times.
+    """
+    totals, serials = [], []
+    rounds = 0
+    while True:
+        total, serial = measure()
+        if not (total > 0 and serial > 0):
+            raise ValueError(f"a pipeline measurement returned no time (total {total}, serial {serial})")
+        totals.append(float(total))
+        serials.append(float(serial))
+        rounds += 1
+        t, s = min(totals), statistics.fmean(serials)
+        ratio = t / s
+        unsure = pipeline_near_boundary(ratio, band, (pipeline.full_at, pipeline.half_at)) is not None
+        if not unsure or rounds >= max_rounds:
+            return PipelineDecision(ratio, pipeline.fraction(ratio), rounds, t, s, not unsure)
+
+
+def pipeline_advice(p: PipelineResult) -> str:
+    """What to change, from the configuration that was measured."""
+    tips = []
+    if p.streams == 1:
+        tips.append("use more than one stream (on one stream every copy waits for the work before it, so "
+                    "nothing overlaps)")
+    if p.chunks == 1:
+        tips.append("cut the work into chunks (8 to 32): with one chunk the kernel waits for the whole copy-in "
+                    "and the copy-out for the whole kernel")
+    elif p.chunks < 8:
+        tips.append(f"use more chunks (8 to 32): the first copy-in and the last copy-out, 1/{p.chunks} of the data "
+                    "each, overlap with nothing")
+    elif p.chunks > 64:
+        tips.append("use fewer chunks (8 to 32): every copy and launch has a fixed cost of a few microseconds")
+    if p.streams > p.chunks:
+        tips.append(f"streams beyond the number of chunks ({p.chunks}) stay idle")
+    if not tips:
+        tips.append("look at the timeline (course.plots.timeline(report.pipeline.spans) after a preview): copies "
+                    "in both directions and the kernels should run at the same time; a kernel much slower than "
+                    "a copy of its chunk also holds the pipeline back")
+    return ("; ".join(tips) + ". The host buffers are pinned already, so copies on different streams can "
+            "overlap with each other and with kernels.")
+
+
 def floor_ms(floor_bytes: float | None, floor_flops: float | None, copy_gbps: float | None,
              peak_tflops: float | None) -> float | None:
     """The fastest time the hardware allows for this work, from measured ceilings; None if unknown."""
@@ -158,13 +233,15 @@ def _size_reason(results: list) -> str:
     return text
 
 
-def score(ex, sizes: list, speed: SpeedResult | None = None, *, timing_failure: SizeResult | None = None,
+def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: PipelineResult | None = None,
+          timing_failure: SizeResult | None = None, pipeline_failure: SizeResult | None = None,
           compile_failure: tuple | None = None, notes=(), **extra) -> ExerciseReport:
-    """Turn per-size results and a speed measurement into points, a status and a reason.
+    """Turn per-size results, a speed measurement and a pipeline measurement into points, a status, a reason.
 
     ``compile_failure`` is (status, message) when nothing could run; ``timing_failure`` is a failure
-    seen while timing (a wrong output of a timed run, a crash): the kernel then gets no points at all,
-    because a kernel that is right only while being checked is not right.
+    seen while timing (a wrong output of a timed run, a crash), ``pipeline_failure`` one seen in the
+    pipeline run: the kernel then gets no points at all, because a kernel that is right only while being
+    checked is not right.
     """
     base = dict(chapter=ex.chapter, exercise=ex.name, max_points=ex.max_points, notes=list(notes), **extra)
     if compile_failure is not None:
@@ -181,31 +258,55 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, timing_failure: 
         reason = (f"Correct at every test size, but it failed while being timed (size {label}): "
                   f"{timing_failure.message}")
         return ExerciseReport(status=timing_failure.status, points=0.0, reason=reason, sizes=list(sizes), **base)
+    if pipeline_failure is not None:
+        what = ("the pipeline run hit a grader problem" if pipeline_failure.status == Status.ERROR
+                else "it failed in the pipeline run")
+        reason = f"Correct at every test size, but {what}: {pipeline_failure.message}"
+        return ExerciseReport(status=pipeline_failure.status, points=0.0, reason=reason, sizes=list(sizes), **base)
     points = float(ex.points.correctness)
-    if ex.points.speed <= 0:
-        return ExerciseReport(status=Status.PASSED, points=points, reason="", sizes=list(sizes), **base)
-    if speed is None:
-        return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=None,
-                              reason="correct, but the speed was not measured (grader problem)", **base)
-    if speed.impossible:
-        reason = (f"Correct, but timed at {speed.student_ms:.4f} ms, faster than this GPU can move the data "
-                  f"({speed.floor_ms:.4f} ms at the measured copy bandwidth). No speed points; the instructor "
-                  "will look at it. If the kernel skips work when it is timed, that is the reason.")
-        return ExerciseReport(status=Status.FLAGGED, points=points, reason=reason, sizes=list(sizes),
-                              speed=speed, **base)
-    tiers = ex.tiers
-    fraction = speed_fraction(speed.ratio, tiers)
-    points += fraction * ex.points.speed
-    if fraction >= 1.0:
-        return ExerciseReport(status=Status.PASSED, points=points, reason="", sizes=list(sizes), speed=speed,
-                              **base)
-    reason = (f"Correct, but slower than needed: yours takes {speed.student_ms:.4f} ms, the reference "
-              f"{speed.reference_ms:.4f} ms, so you run at {speed.ratio:.2f}x the reference speed; full speed "
-              f"points need {ex.speed_threshold:.2f}x.")
-    if fraction > 0:
-        reason += f" You get {fraction:.0%} of the speed points."
-    return ExerciseReport(status=Status.SLOW, points=points, reason=reason, sizes=list(sizes), speed=speed,
-                          **base)
+    status, reasons, shown = Status.PASSED, [], None
+    if ex.points.speed > 0:
+        if speed is None:
+            return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=None,
+                                  reason="correct, but the speed was not measured (grader problem)", **base)
+        shown = speed
+        if speed.impossible:
+            status = Status.FLAGGED
+            reasons.append(f"Correct, but timed at {speed.student_ms:.4f} ms, faster than this GPU can move the "
+                           f"data ({speed.floor_ms:.4f} ms at the measured copy bandwidth). No speed points; the "
+                           "instructor will look at it. If the kernel skips work when it is timed, that is the "
+                           "reason.")
+        else:
+            fraction = speed_fraction(speed.ratio, ex.tiers)
+            points += fraction * ex.points.speed
+            if fraction < 1.0:
+                status = Status.SLOW
+                reason = (f"Correct, but slower than needed: yours takes {speed.student_ms:.4f} ms, the reference "
+                          f"{speed.reference_ms:.4f} ms, so you run at {speed.ratio:.2f}x the reference speed; "
+                          f"full speed points need {ex.speed_threshold:.2f}x.")
+                if fraction > 0:
+                    reason += f" You get {fraction:.0%} of the speed points."
+                reasons.append(reason)
+    if ex.pipeline is not None:
+        if pipeline is None:
+            return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=shown,
+                                  reason="correct, but the pipeline was not measured (grader problem)", **base)
+        fraction = ex.pipeline.fraction(pipeline.ratio)
+        points += fraction * ex.pipeline.points
+        if fraction < 1.0:
+            status = Status.SLOW if status == Status.PASSED else status
+            reason = (f"Correct, but the pipeline overlaps too little: with {pipeline.streams} stream"
+                      f"{'s' * (pipeline.streams != 1)} and {pipeline.chunks} chunk{'s' * (pipeline.chunks != 1)} "
+                      f"it took {pipeline.ratio:.2f} of the un-overlapped time ({pipeline.total_ms:.2f} ms; copy-in, "
+                      f"kernel and copy-out one after another take {pipeline.serial_ms:.2f} ms). Full pipeline "
+                      f"points need <= {ex.pipeline.full_at:.3g}, half <= {ex.pipeline.half_at:.3g}"
+                      + (f"; the reference's pipeline took {pipeline.reference_ratio:.2f}"
+                         if pipeline.reference_ratio is not None else "") + ". ")
+            reason += f"You get {fraction:.0%} of the pipeline points. " if fraction > 0 else ""
+            reason += "To overlap more: " + pipeline_advice(pipeline)
+            reasons.append(reason)
+    return ExerciseReport(status=status, points=points, reason="\n".join(reasons), sizes=list(sizes), speed=shown,
+                          pipeline=pipeline, **base)
 
 
 def skipped_report(ex, device_arch: str, **extra) -> ExerciseReport:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-__all__ = ["Status", "SizeResult", "SpeedResult", "ExerciseReport", "Report", "EXIT_OK", "EXIT_USAGE",
-           "EXIT_NEEDS_GPU"]
+__all__ = ["Status", "SizeResult", "SpeedResult", "PipelineResult", "ExerciseReport", "Report", "EXIT_OK",
+           "EXIT_USAGE", "EXIT_NEEDS_GPU"]
 
 EXIT_OK, EXIT_USAGE, EXIT_NEEDS_GPU = 0, 2, 3
 
@@ -60,6 +60,39 @@ class SpeedResult:
 
 
 @dataclasses.dataclass
+class PipelineResult:
+    """The kernel in the grader's copy-compute-copy pipeline: its time over the un-overlapped time."""
+
+    ratio: float              # total_ms / serial_ms (1.0 = no overlap; ~0.5 = both copy directions at once)
+    total_ms: float           # the pipeline, best run
+    serial_ms: float          # copy-in + kernel + copy-out of the whole array, each timed alone
+    full_at: float
+    half_at: float
+    streams: int
+    chunks: int
+    block: int
+    nbytes: int = 0           # moved each way
+    ideal_ms: float | None = None      # h + k + d + (C - 1) max(h, k, d) from one chunk's stage times
+    rounds: int = 1                    # measurements taken (re-measured near a tier boundary)
+    settled: bool = True
+    reference_ratio: float | None = None   # the reference kernel with its own streams and chunks, same child
+    reference_streams: int | None = None
+    reference_chunks: int | None = None
+    spans: list = dataclasses.field(default_factory=list)  # [lane, label, start_ms, end_ms] of one run
+    note: str = ""
+
+    def summary(self) -> str:
+        line = (f"Pipeline: {self.streams} stream{'s' * (self.streams != 1)}, {self.chunks} chunk"
+                f"{'s' * (self.chunks != 1)}: {self.total_ms:.2f} ms vs {self.serial_ms:.2f} ms without overlap -> "
+                f"{self.ratio:.2f} of the un-overlapped time (full points at <= {self.full_at:.3g}, half at <= "
+                f"{self.half_at:.3g}; {self.rounds} measurement round{'s' * (self.rounds != 1)})")
+        if self.reference_ratio is not None:
+            line += (f"; the reference pipeline ({self.reference_streams} streams, {self.reference_chunks} chunks) "
+                     f"took {self.reference_ratio:.2f}")
+        return line + "."
+
+
+@dataclasses.dataclass
 class ExerciseReport:
     chapter: str
     exercise: str
@@ -70,6 +103,7 @@ class ExerciseReport:
     submission: str = ""
     sizes: list = dataclasses.field(default_factory=list)
     speed: SpeedResult | None = None
+    pipeline: PipelineResult | None = None
     compile_log: str = ""
     printf: str = ""
     notes: list = dataclasses.field(default_factory=list)
@@ -95,6 +129,8 @@ class ExerciseReport:
             out.append(f"Speed: yours {s.student_ms:.4f} ms, reference {s.reference_ms:.4f} ms -> "
                        f"{s.ratio:.2f}x the reference speed (needed {s.threshold:.2f}x; "
                        f"{s.rounds} measurement round{'s' * (s.rounds != 1)}).")
+        if self.pipeline is not None:
+            out.append(self.pipeline.summary())
         for note in self.notes:
             out.append(f"Note: {note}")
         if self.printf:
@@ -116,6 +152,7 @@ class ExerciseReport:
         d = dict(d)
         d["sizes"] = [SizeResult(**s) for s in d.get("sizes", [])]
         d["speed"] = SpeedResult(**d["speed"]) if d.get("speed") else None
+        d["pipeline"] = PipelineResult(**d["pipeline"]) if d.get("pipeline") else None
         return cls(**d)
 
 

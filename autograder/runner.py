@@ -1,7 +1,7 @@
 """Grade kernels in spawned children, and put their step results together into reports.
 
 The parent never imports CuPy: it checks what it can as text (signature, LAUNCH data), then runs the
-steps (compile, each size, timing) in a child, restarting a fresh child after a crash or a kill,
+steps (compile, each size, timing, pipeline) in a child, restarting a fresh child after a crash or a kill,
 so one illegal address or hang costs one step only.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import policy
 from .extract import Submission, find_submissions
 from .launchcfg import LaunchDataError, launch_from_source, merge_launch
 from .loader import chapters, get_exercise, load_chapter
-from .report import ExerciseReport, Report, SizeResult, SpeedResult, Status
+from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .signature import compare_signature
 from .spec import SpecError, did_you_mean
 from .worker import MESSAGE_CAP, child_main
@@ -152,7 +152,7 @@ def _run_steps(base_task: dict, steps: list, ex) -> tuple:
     try:
         while start < len(steps):
             failed = any(d.get("status") not in ("ok", "passed", "not run") for d, _ in results.values())
-            if steps[start] == "timing" and failed:
+            if steps[start] in ("timing", "pipeline") and failed:
                 results[start] = ({"status": Status.NOT_RUN, "message": "correctness failed"}, False)
                 start += 1
                 continue
@@ -278,6 +278,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     steps = ["compile"] + [f"size:{i}" for i in range(len(ex.sizes))]
     if speed and ex.points.speed > 0:
         steps.append("timing")
+    if speed and ex.pipeline is not None:
+        steps.append("pipeline")
     task = {"chapter": ex.chapter, "exercise": ex.name, "source": source, "launch": cfg,
             "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
             "min_cc": list(ex.min_cc)}
@@ -315,7 +317,18 @@ def _assemble(ex, steps, results, extra) -> ExerciseReport:
         elif data.get("status") not in (Status.NOT_RUN, None):
             timing_failure = SizeResult(sizes=data.get("sizes", {}), status=data["status"],
                                         message=data.get("message", ""))
-    return policy.score(ex, sizes, speed, timing_failure=timing_failure, notes=notes, **extra)
+    pipeline, pipeline_failure = None, None
+    if "pipeline" in steps:
+        data, _ = results.get(steps.index("pipeline"), ({"status": Status.NOT_RUN}, False))
+        if data.get("status") == "ok":
+            pipeline = PipelineResult(**data["pipeline"])
+            if pipeline.note:
+                notes.append(pipeline.note)
+        elif data.get("status") not in (Status.NOT_RUN, None):
+            pipeline_failure = SizeResult(sizes=data.get("sizes", {}), status=data["status"],
+                                          message=data.get("message", ""))
+    return policy.score(ex, sizes, speed, pipeline=pipeline, timing_failure=timing_failure,
+                        pipeline_failure=pipeline_failure, notes=notes, **extra)
 
 
 def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | None = None, trials: int = 20,

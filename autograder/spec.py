@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = [
-    "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Exercise", "L2Multiple",
+    "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise", "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
     "POISON_DEFAULT",
 ]
@@ -232,6 +232,45 @@ class Points:
         return self.correctness + self.speed
 
 
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """Points for measured overlap: the kernel run through a grader-owned copy-compute-copy pipeline.
+
+    The student's LAUNCH data chooses ``streams`` (1..``max_streams``) and ``chunks`` (1..``max_chunks``)
+    and the ``block``; ``driver`` ("module:function") moves ``nbytes`` each way, checks the output and
+    returns the pipeline's time over the un-overlapped time (copy-in + kernel + copy-out, each alone).
+    Full ``points`` at a ratio <= ``full_at``, half at <= ``half_at``, else none.
+    """
+
+    points: float
+    full_at: float
+    half_at: float
+    max_streams: int = 16
+    max_chunks: int = 256
+    nbytes: int = 256 << 20
+    driver: str = "course.lessons.ch03:pipeline_report"
+
+    def fraction(self, ratio: float) -> float:
+        """Fraction of ``points`` for a pipeline/un-overlapped time ratio (lower is better)."""
+        if ratio <= self.full_at:
+            return 1.0
+        return 0.5 if ratio <= self.half_at else 0.0
+
+    def resolve_driver(self) -> Callable:
+        """The driver function (imported here; importing it must not touch CUDA)."""
+        import importlib
+        module, _, func = str(self.driver).partition(":")
+        if not module or not func:
+            raise SpecError(f"driver should be 'module:function'; got {self.driver!r}")
+        try:
+            fn = getattr(importlib.import_module(module), func)
+        except (ImportError, AttributeError) as exc:
+            raise SpecError(f"driver {self.driver!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+        if not callable(fn):
+            raise SpecError(f"driver {self.driver!r} is not a function")
+        return fn
+
+
 @dataclasses.dataclass
 class Exercise:
     """One graded kernel. See autograder/SPEC_FORMAT.md for each field."""
@@ -258,11 +297,17 @@ class Exercise:
     timeout_s: float = 10.0
     options: tuple = ()
     description: str = ""
+    pipeline: Pipeline | None = None
 
     # -- derived -------------------------------------------------------------------------------
     @property
     def max_points(self) -> float:
-        return self.points.total
+        return self.points.total + (float(self.pipeline.points) if self.pipeline is not None else 0.0)
+
+    def pipeline_n(self) -> int:
+        """Elements the pipeline moves each way: ``pipeline.nbytes`` of the first input array's dtype."""
+        item = next(p for p in self.arrays if isinstance(p, In)).np_dtype.itemsize
+        return int(self.pipeline.nbytes) // item
 
     @property
     def arrays(self) -> list:

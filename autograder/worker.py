@@ -1,6 +1,6 @@
 """The grading child: entered by `multiprocessing` (spawn) with a task; the only place CUDA runs.
 
-The child runs the task's steps in order (compile, each test size, timing), sending one message per
+The child runs the task's steps in order (compile, each test size, timing, pipeline), sending one message per
 step so that the parent knows how far it got if the child hangs or dies. After a CUDA error that
 poisons the context (an illegal address, for instance) it reports and exits; the parent starts a
 fresh child for the remaining steps. Its stdout and stderr (student printf included) go to a file.
@@ -147,11 +147,11 @@ def _run(chan: Channel, task: dict) -> None:
         elif step.startswith("size:"):
             data = harness.correctness_step(ctx, int(step.split(":", 1)[1]))
             fatal = bool(data.pop("fatal", False))
-        elif step == "timing":
+        elif step in ("timing", "pipeline"):
             if failed:
                 data, fatal = {"status": "not run", "message": "correctness failed"}, False
             else:
-                data = harness.timing_step(ctx)
+                data = getattr(harness, f"{step}_step")(ctx)
                 fatal = bool(data.pop("fatal", False))
         else:
             raise ValueError(f"unknown step {step!r}")

@@ -1,20 +1,38 @@
-"""Chapter 03 (streams): the chunk kernel of a copy-compute-copy pipeline.
+"""Chapter 03 (streams): the chunk kernel of a copy-compute-copy pipeline, graded for correctness and overlap.
 
 The grader checks the kernel on one chunk in the middle of the array: the output outside
 [offset, offset + count) must stay exactly as it was (0), because in a pipeline those elements belong to
 chunks whose copies are in flight on other streams.
 
-Overlap (not gradable with this spec format yet): the student's LAUNCH also names "streams" and
-"chunks". A grader-owned pipeline driver (course.lessons.ch03.run_pipeline: chunk c's H2D copy, kernel and
-D2H copy on stream c % streams, pinned host buffers) would run the student's kernel over 256 MiB each way,
-check the output, and time it against the same kernel's unpipelined stages (H2D + kernel + D2H of the whole
-array, measured alone); full overlap points at <= 0.65 of that serial time, half at <= 0.80.
+Overlap: the student's LAUNCH also names "streams" and "chunks". The grader-owned pipeline driver
+(course.lessons.ch03.pipeline_report: chunk c's H2D copy, kernel and D2H copy on stream c % streams, pinned
+host buffers) runs the student's kernel over 256 MiB each way, checks the whole output against NumPy, and
+divides the pipeline's time by the same work without overlap (H2D + kernel + D2H of the whole array, each
+timed alone). The reference kernel goes through the same driver with its own LAUNCH (4 streams, 16 chunks).
 """
 import numpy as np
 
-from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, cdiv
+from autograder import LARGER_THAN_L2, Exercise, In, Out, Pipeline, Points, Scalar, cdiv
 
 MAX_GRID = 1024
+
+# Overlap thresholds, from the link's physics and checked against the H100 sweep of the same pipeline
+# (benchmarks/results/sweeps/03_streams_pipeline.json, 256 MiB each way, a kernel as cheap as this one):
+# - pinned H2D and D2H each run at ~54 GB/s over PCIe gen5 x16 (benchmarks/results: 54.4 and 54.5 GB/s), on
+#   separate copy engines, so both directions can run at once. 256 MiB takes h = d = ~4.9 ms each way and the
+#   kernel k = ~0.2 ms: un-overlapped h + k + d = ~10 ms.
+# - C equal chunks on >= 2 streams at best take h + k + d + (C - 1) max(h, k, d) per chunk, a ratio of about
+#   (C + 1) / 2C when the kernel is cheap: 0.75 (C = 2), 0.625 (4), 0.56 (8), 0.53 (16), -> 0.5 (one copy
+#   direction's time; it cannot go lower while both copies are needed).
+# - measured (time / one stream, one chunk): one stream 1.00-1.15 whatever C; C = 2: 0.77; C = 4: 0.66;
+#   C = 8: 0.61-0.63; C = 16..64: 0.58-0.60. The reference (4 streams, 16 chunks) measured 0.583, 1.12 x its
+#   ideal bound.
+# full_at = 0.64 lies between the 8-chunk (<= 0.63) and the 4-chunk (>= 0.657) pipelines: full points need both
+# copy directions busy almost all the time, ~8 chunks or more; the reference has ~9% headroom.
+# half_at = 0.85 lies between any real overlap (2 chunks on 2 streams: 0.77, 10% below) and none (1.0, 15%
+# above), far outside the 3% re-measuring band (autograder.policy.PIPELINE_BAND) on both sides.
+# One stream, or one chunk, gets no pipeline points: nothing overlaps.
+FULL_AT, HALF_AT = 0.64, 0.85
 
 
 def _offset(n):
@@ -40,7 +58,7 @@ EXERCISES = [
         source_file="process_chunk.cu",
         description=("dst[i] = x * (x*x - 0.5) with x = src[i], for offset <= i < offset + count only; "
                      "launched with at most 1024 blocks of LAUNCH['block'] threads. LAUNCH also takes "
-                     "'streams' and 'chunks' for the pipeline run."),
+                     "'streams' (1-16) and 'chunks' (1-256) for the graded pipeline run."),
         params=[
             In("src", np.float32, "n"),
             Out("dst", np.float32, "n", fill=0),   # outside the chunk it must stay 0
@@ -52,5 +70,7 @@ EXERCISES = [
         launch_defaults={"block": 256, "streams": 1, "chunks": 1},
         reference=_chunk_ref,
         points=Points(correctness=4, speed=0),
+        pipeline=Pipeline(points=4, full_at=FULL_AT, half_at=HALF_AT, max_streams=16, max_chunks=256,
+                          nbytes=256 << 20, driver="course.lessons.ch03:pipeline_report"),
     ),
 ]

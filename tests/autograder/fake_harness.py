@@ -4,6 +4,9 @@ Behaviour is chosen by a comment in the kernel source, e.g. ``// FAKE: hang@2 di
   compile-error, hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
   fail@I, raise@I (grader bug), huge@I (a 3 MB message), print (printf-like output), slow, impossible,
   wrongtimed, nogpu, oldgpu.
+Pipeline step (exercises with a `Pipeline`): pipe=R[,R2...] the pipeline/un-overlapped ratio of each
+successive measurement (default 0.58; the real re-measuring rule in autograder.policy decides how many are
+taken), pipewrong (the pipeline's output is wrong), pipecrash (an illegal address in the pipeline).
 """
 import os
 import re
@@ -80,3 +83,52 @@ def timing_step(ctx):
              "ratio": 1.0 / student, "threshold": 0.8, "rounds": 1, "sizes": {"n": 99},
              "floor_ms": 0.5, "impossible": "impossible" in f, "samples": 10, "note": ""}
     return {"sizes": {"n": 99}, "status": "ok", "speed": speed}
+
+
+SERIAL_MS = 10.0  # the fake un-overlapped time: copy-in + kernel + copy-out
+
+
+def _pipe_ratios(flags):
+    for f in flags:
+        if f.startswith("pipe="):
+            return [float(r) for r in f.split("=", 1)[1].split(",")]
+    return [0.58]
+
+
+def pipeline_step(ctx):
+    from autograder import policy
+    f = ctx.flags
+    if not getattr(ctx, "compiled", False):
+        raise TypeError("'NoneType' object is not callable")
+    pl = ctx.ex.pipeline
+    streams, chunks, block = ctx.cfg["streams"], ctx.cfg["chunks"], ctx.cfg["block"]
+    base = {"sizes": {"n": ctx.ex.pipeline_n()}}
+    if "pipecrash" in f:
+        return {**base, "status": "crashed", "fatal": True,
+                "message": "crashed at the pipeline (4 streams, 16 chunks): an illegal memory access"}
+    if "pipewrong" in f:
+        return {**base, "status": "failed", "message": (
+            f"wrong output from the pipeline ({streams} streams, {chunks} chunks). pipeline output: 1048576 of "
+            "67108864 values wrong")}
+    ratios = iter(_pipe_ratios(f) + [None] * 8)
+    taken = []
+
+    def measure():
+        r = next(ratios)
+        r = taken[-1] if r is None else r
+        taken.append(r)
+        return r * SERIAL_MS, SERIAL_MS
+
+    d = policy.decide_pipeline(measure, pl)
+    result = {"ratio": d.ratio, "total_ms": d.total_ms, "serial_ms": d.serial_ms, "full_at": pl.full_at,
+              "half_at": pl.half_at, "streams": streams, "chunks": chunks, "block": block, "nbytes": pl.nbytes,
+              "ideal_ms": 0.53 * SERIAL_MS, "rounds": d.rounds, "settled": d.settled, "reference_ratio": 0.58,
+              "reference_streams": 4, "reference_chunks": 16, "spans": [["stream 0", "H2D", 0.0, 1.0]],
+              "note": "" if d.settled else "decided on the pooled times"}
+    return {**base, "status": "ok", "pipeline": result}
+
+
+def kernel_driver(kernel, *, streams, chunks, block, n, seed):
+    """A pipeline driver for CPU tests of the real harness: the "kernel" is a callable that returns the
+    driver's report (correct, message, total_ms, serial_ms, ratio, ideal_ms, spans) itself."""
+    return kernel(streams=streams, chunks=chunks, block=block, n=n, seed=seed)
