@@ -38,7 +38,7 @@ def test_argument_errors_name_the_parameter(cp):
     k = course.compile(SAXPY).kernel("saxpy")
     x = cp.zeros(10, cp.float64)
     y = cp.zeros(10, cp.float32)
-    with pytest.raises(course.LaunchError, match="const float\\* x.*float32.*float64"):
+    with pytest.raises(course.LaunchError, match="const float\\* __restrict__ x.*float32.*float64"):
         k(1, 32, 10, 1.0, x, y)
     with pytest.raises(course.LaunchError, match="NumPy array"):
         k(1, 32, 10, 1.0, np.zeros(10, np.float32), y)
