@@ -39,6 +39,9 @@ EXERCISES = [
         # between the conflicted tile (bounded by the shared-memory pipe) and a conflict-free one, which
         # runs as fast as the reference; tools/gpu_checks/ch04_06.sh grades both to confirm the gap
         speed_threshold=0.9,
+        # timed square and large: at 8 x L2 rows by 1000 columns the conflicted 32x32 tile still reached
+        # 0.92x of the reference on an H100 (passing); at 8192 x 8192 it runs at 0.62x of the padded tile
+        speed_size={"rows": 8192, "cols": 8192},
         floor_bytes=lambda s: 8 * s["rows"] * s["cols"],
     ),
 ]

@@ -433,7 +433,7 @@ def stride_offset_sweep(record: bool | None = None):
     """The lesson's widget: useful GB/s against stride, with a slider for the offset (in floats)."""
     from ..widgets import sweep
     return sweep(strided_runner(), {"stride": STRIDES, "offset": OFFSETS}, metric="useful GB/s",
-                 name="ch04_stride_offset", title="y[j] = a*x[j], j = i*stride + offset", record=record)
+                 name="04_coalescing_stride_offset", title="y[j] = a*x[j], j = i*stride + offset", record=record)
 
 
 def plot_stride_curve(sw, offset: int = 0, ax=None):

@@ -271,7 +271,7 @@ def smem_stride_sweep(record: bool | None = None):
     """The lesson's widget: shared-memory GB/s against stride, a slider for the element width."""
     from ..widgets import sweep
     return sweep(smem_runner(), {"stride": SMEM_STRIDES, "width": SMEM_WIDTHS}, metric="shared-memory GB/s",
-                 name="ch05_smem_stride", title="s[(lane*stride + r) % size]", record=record)
+                 name="05_bank_conflicts_smem_stride", title="s[(lane*stride + r) % size]", record=record)
 
 
 def plot_smem_curve(sw, width: int = 4, ax=None):

@@ -419,7 +419,7 @@ def reduce_sweep(record: bool | None = None):
     """The lesson's widget: GB/s against block size, a slider for the variant."""
     from ..widgets import sweep
     return sweep(reduce_runner(), {"block": [32, 64, 128, 256, 512, 1024], "variant": [1, 2, 3, 4, 5, 6]},
-                 metric="GB/s (4 bytes read per element)", name="ch06_reduce", title="sum of 2^26 floats",
+                 metric="GB/s (4 bytes read per element)", name="06_building_blocks_reduce", title="sum of 2^26 floats",
                  logx=True, record=record)
 
 
@@ -808,6 +808,6 @@ def hist_sweep(record: bool | None = None):
     """The lesson's widget: GB/s against the number of distinct values, a slider for the kernel."""
     from ..widgets import sweep
     return sweep(hist_runner(), {"distinct": [1, 2, 4, 8, 16, 32, 64, 128, 256], "kernel": ["global", "shared"]},
-                 metric="GB/s (4 bytes read per element)", name="ch06_histogram",
+                 metric="GB/s (4 bytes read per element)", name="06_building_blocks_histogram",
                  title="256-bin histogram of 2^25 ints", logx=True, record=record)
 
