@@ -78,10 +78,22 @@ class Sweep:
     def note(self, **values) -> str:
         return self.results.get(_key(values), (None, "not recorded"))[1]
 
-    def curve(self, **fixed):
-        """[(x value, metric or None)] for the other parameters held at ``fixed``."""
+    def curve(self, progress: bool = True, **fixed):
+        """[(x value, metric or None)] for the other parameters held at ``fixed``.
+
+        Points not measured yet are measured now, with a progress bar when there are several.
+        """
         out = []
-        for xv in self.params[self.x]:
+        xs = self.params[self.x]
+        todo = [xv for xv in xs if _key(dict(fixed, **{self.x: xv})) not in self.results]
+        if progress and self.live and len(todo) > 1:
+            try:
+                from tqdm.auto import tqdm
+                for xv in tqdm(todo, desc=f"measuring {self.x}", leave=False):
+                    self.measure(**dict(fixed, **{self.x: xv}))
+            except ImportError:
+                pass
+        for xv in xs:
             vals = dict(fixed, **{self.x: xv})
             out.append((xv, self.measure(**vals)))
         return out
