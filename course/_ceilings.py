@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 from pathlib import Path
 
 from ._compile import cache_dir

@@ -18,8 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ._errors import CompileError, NoGPUError
-from ._headers import include_dirs, missing_headers
+from ._errors import CompileError
+from ._headers import include_dirs
 from ._signature import parse_kernels
 
 __all__ = ["Program", "Resources", "compile_for_arch", "cache_dir", "sass_of", "normalize_arch", "arch_cc",

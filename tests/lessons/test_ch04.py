@@ -180,28 +180,6 @@ def test_row_scale_reference(ch04):
     assert ch04.row_scale_reference(m, np.array([2, 3], np.float32)).tolist() == [[0, 2, 4], [9, 12, 15]]
 
 
-def exercise_cells(stem: str) -> dict:
-    """name -> kernel source of each `%%cuda --name NAME --no-run` cell tagged kernel:NAME."""
-    nb = json.loads((REPO / "exercises" / "source" / stem / f"{stem}.ipynb").read_text())
-    out = {}
-    for c in nb["cells"]:
-        for tag in c.get("metadata", {}).get("tags", []):
-            if tag.startswith("kernel:"):
-                src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                out[tag.split(":", 1)[1]] = src
-    return out
-
-
-def test_exercise_cells_are_the_solutions():
-    """Is each graded cell of the exercise notebook `%%cuda --name NAME --no-run` plus solutions/STEM/NAME.cu?"""
-    stem = STEM
-    cells = exercise_cells(stem)
-    files = {p.stem: p.read_text() for p in (REPO / "solutions" / stem).glob("*.cu")}
-    assert set(cells) == set(files)
-    for name, src in cells.items():
-        assert src == f"%%cuda --name {name} --no-run\n" + files[name].rstrip("\n"), name
-
-
 # --- GPU ---------------------------------------------------------------------------------------
 
 @pytest.mark.gpu

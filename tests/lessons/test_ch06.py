@@ -116,28 +116,6 @@ def test_plots_and_sweeps_without_gpu(ch06):
     assert ch06.hist_sweep(record=False).params["kernel"] == ["global", "shared"]
 
 
-def exercise_cells(stem: str) -> dict:
-    """name -> kernel source of each `%%cuda --name NAME --no-run` cell tagged kernel:NAME."""
-    nb = json.loads((REPO / "exercises" / "source" / stem / f"{stem}.ipynb").read_text())
-    out = {}
-    for c in nb["cells"]:
-        for tag in c.get("metadata", {}).get("tags", []):
-            if tag.startswith("kernel:"):
-                src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                out[tag.split(":", 1)[1]] = src
-    return out
-
-
-def test_exercise_cells_are_the_solutions():
-    """Is each graded cell of the exercise notebook `%%cuda --name NAME --no-run` plus solutions/STEM/NAME.cu?"""
-    stem = STEM
-    cells = exercise_cells(stem)
-    files = {p.stem: p.read_text() for p in (REPO / "solutions" / stem).glob("*.cu")}
-    assert set(cells) == set(files)
-    for name, src in cells.items():
-        assert src == f"%%cuda --name {name} --no-run\n" + files[name].rstrip("\n"), name
-
-
 # --- GPU ---------------------------------------------------------------------------------------
 
 SIZES = (1, 33, 4097, 1_000_003, (1 << 22) + 5)
