@@ -92,6 +92,15 @@ class PipelineResult:
         return line + "."
 
 
+def _wrap(line: str, width: int = 100) -> str:
+    """Wrap prose at ``width`` (feedback pages show it in <pre>, which does not wrap); keep the
+    indentation of numbered source and compiler-log lines, which are left as they are."""
+    if len(line) <= width or line.startswith((" ", ">", "\t")) or "|" in line[:8]:
+        return line
+    import textwrap
+    return "\n".join(textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False))
+
+
 @dataclasses.dataclass
 class ExerciseReport:
     chapter: str
@@ -133,9 +142,10 @@ class ExerciseReport:
             out.append(self.pipeline.summary())
         for note in self.notes:
             out.append(f"Note: {note}")
-        if self.printf:
-            out += ["", "Your kernel printed (last part):", self.printf]
-        return "\n".join(out)
+        text = "\n".join(_wrap(line) for line in "\n".join(out).split("\n"))
+        if self.printf:  # the student's own output stays as printed
+            text += "\n\nYour kernel printed (last part):\n" + self.printf
+        return text
 
     def __str__(self) -> str:
         return self.feedback()

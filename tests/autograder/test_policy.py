@@ -177,3 +177,17 @@ def test_timeout_is_max_of_floor_and_50x_reference():
     assert policy.timeout_for(10, 0.001) == 10
     assert policy.timeout_for(10, 1.0) == 50
     assert policy.timeout_for(10, None) == 10
+
+
+def test_feedback_wraps_prose_but_not_source_or_printf():
+    """Does feedback wrap long prose at 100 columns (feedback pages do not wrap) and leave numbered
+    source, compiler log and the student's printf as they are?"""
+    from autograder.report import ExerciseReport
+    prose = "your kernel " * 30
+    src = ">  12 |     y[i] = a * x[i] + y[i];" + " " * 90 + "// long line"
+    r = ExerciseReport(chapter="01_first_kernel", exercise="saxpy", status="failed", points=0, max_points=10,
+                       reason=prose + "\n" + src, printf="p" * 150)
+    lines = r.feedback().split("\n")
+    assert src in lines and "p" * 150 in lines
+    assert all(len(ln) <= 100 for ln in lines if ln not in (src, "p" * 150))
+    assert "".join(ln for ln in lines if ln.startswith("your kernel")).replace(" ", "") == prose.replace(" ", "")
