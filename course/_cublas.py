@@ -48,6 +48,8 @@ _handles = {}
 
 
 def _handle():
+    """(cublas module, this device's course handle). CuPy's gemmEx sets the handle's stream to the
+    current stream on each call, so no stream is bound here."""
     import cupy
     from cupy_backends.cuda.libs import cublas
     dev = cupy.cuda.Device().id

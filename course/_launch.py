@@ -184,8 +184,14 @@ class Module:
         raise AttributeError(name)
 
     def get_global(self, name: str):
-        """A device global (``__device__`` or ``__constant__`` variable) as a `cupy.cuda.MemoryPointer`."""
-        return self._mod.get_global_var(name)
+        """A device global (``__device__`` or ``__constant__`` variable) as a `cupy.cuda.MemoryPointer`.
+
+        Fill a ``__constant__ float w[512]`` with ``m.get_global("w").copy_from_device(w.data, w.nbytes)``.
+        """
+        import cupy
+        ptr = self._mod.get_global_var(name)  # the bare device address
+        # size 0: the driver knows the symbol's size, CuPy's wrapper does not; the module owns the memory
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, 0, self), 0)
 
     @property
     def ptx(self) -> str:

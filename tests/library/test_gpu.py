@@ -167,3 +167,15 @@ print("ok", course.include_dirs())
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]
+
+
+def test_constant_memory_through_get_global(cp):
+    """Can a __constant__ array be filled through Module.get_global and read by a kernel?"""
+    src = r'''__constant__ float w[64];
+    extern "C" __global__ void read_w(float* out) { out[threadIdx.x] = w[threadIdx.x] * 2.0f; }'''
+    m = course.compile(src)
+    w = cp.random.random(64, dtype=cp.float32)
+    m.get_global("w").copy_from_device(w.data, w.nbytes)
+    out = cp.full(64, cp.nan, cp.float32)
+    m.read_w(1, 64, out)
+    course.assert_close(out, 2 * w.get())

@@ -1,0 +1,91 @@
+"""Chapter 10 rows: cuBLAS precisions, two streams, the graded epilogue, and cuBLASLt's fused epilogue.
+
+TF32 and bf16 are anchored on this run's ceilings (SGEMM and bf16 from `course.measure_ceilings`); the
+two-stream row on the same small GEMMs issued from one stream; the fused epilogue on cuBLASLt's own
+product followed by the lesson's separate bias+ReLU kernel (time ratio, lower is better). Without
+nvmath-python the cuBLASLt rows are left out with a note row instead of failing the chapter.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+N = 4096
+SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "10_cublas"
+BIAS_M, BIAS_N = 16384, 4099        # the graded bias_relu at a non-multiple-of-32 width (256 MiB)
+
+
+def _precision_rows(ctx, ch10) -> list:
+    rows = {r["compute"]: r for r in ch10.precision_table(N, computes=("fp32", "tf32", "bf16"))}
+    fp32, tf32, bf16 = rows["fp32"], rows["tf32"], rows["bf16"]
+    for r in rows.values():
+        assert r["rel_error"] < 2e-2, f"{r['compute']} GEMM error {r['rel_error']:.2e}"
+    return [ctx.row(f"cuBLAS TF32 tensor-op GEMM {N}^3", tf32["tflops"], "TFLOP/s",
+                    anchor="cuBLAS pedantic FP32 SGEMM, same run", anchor_value=fp32["tflops"], target=2.0,
+                    note=f"rel. error vs float64: TF32 {tf32['rel_error']:.2e}, FP32 {fp32['rel_error']:.2e}"),
+            ctx.row(f"cuBLAS gemmEx bf16 inputs, FP32 accumulate, {N}^3", bf16["tflops"], "TFLOP/s",
+                    anchor="ceilings.bf16_tflops", anchor_value=ctx.ceilings.bf16_tflops, target=0.9,
+                    note=f"rel. error vs float64 of the float32 inputs: {bf16['rel_error']:.2e}")]
+
+
+def _bias_grid(m, n):
+    """The graded exercise's launch (autograder/specs/10_cublas.py), so the row times what is graded."""
+    from autograder.loader import get_exercise
+    return get_exercise("10_cublas", "bias_relu").launch({"m": m, "n": n}, {})[0]
+
+
+def _stream_rows(ctx, ch10) -> list:
+    out = []
+    for n in (128, 256, 512):  # whether two streams help depends on how many blocks one product launches
+        r = ch10.concurrent_gemms(n=n, count=48, streams=2)
+        assert r["max_abs_err"] < 1e-3, f"concurrent GEMM wrong: {r['max_abs_err']}"
+        out.append(ctx.row(f"48 GEMMs {n}^3 FP32, two handles on two streams", r["serial_ms"] / r["concurrent_ms"],
+                           "x", anchor="the same GEMMs on one stream (speedup 1)", anchor_value=1.0,
+                           note=f"one stream {r['serial_ms']:.3f} ms, two streams {r['concurrent_ms']:.3f} ms"))
+    return out
+
+
+def _bias_relu_rows(ctx, cupy, course) -> list:
+    k = course.compile((SOLUTIONS / "bias_relu.cu").read_text()).kernel("bias_relu")
+    rng = cupy.random.default_rng(5)
+    for m, n in ((1, 1), (1009, 37), (300, 4099)):
+        c = rng.uniform(-1, 1, (m, n), dtype=cupy.float64).astype(cupy.float32)
+        b = rng.uniform(-1, 1, n, dtype=cupy.float64).astype(cupy.float32)
+        want = cupy.maximum(c + b, 0)
+        k(_bias_grid(m, n), (32, 8), c, b, m, n)
+        assert bool((c == want).all()), f"bias_relu wrong at {m} x {n}"
+    c = rng.random((BIAS_M, BIAS_N), dtype=cupy.float32)
+    b = rng.random(BIAS_N, dtype=cupy.float32)
+    grid = _bias_grid(BIAS_M, BIAS_N)
+    t = ctx.benchmark(lambda: k(grid, (32, 8), c, b, BIAS_M, BIAS_N), name="bias_relu")
+    return [ctx.row(f"reference bias_relu (graded), {BIAS_M} x {BIAS_N}", t.gbps(8 * c.size + 4 * BIAS_N), "GB/s",
+                    anchor="D2D copy (read+write), same run", anchor_value=ctx.copy_gbps, target=0.85,
+                    note=f"median {t.median_ms:.3f} ms")]
+
+
+def _lt_rows(ctx, ch10) -> list:
+    missing = ch10.nvmath_missing()
+    if missing:
+        return [ctx.row("cuBLASLt rows skipped", 0.0, "", note=missing)]
+    algos = ch10.lt_algorithms(N, N, N, compute="tf32", limit=8)
+    best = min(algos, key=lambda r: r["median_ms"])
+    f = ch10.fused_vs_separate()
+    assert max(f["rel_error"].values()) < 2e-2, f"fused/separate error {f['rel_error']}"
+    return [ctx.row(f"cuBLASLt heuristic's first algorithm, TF32 {N}^3", algos[0]["tflops"], "TFLOP/s",
+                    anchor=f"fastest of the {len(algos)} candidates", anchor_value=best["tflops"], target=0.9,
+                    note=f"fastest is rank {best['rank']} (algorithm id {best['algorithm_id']})"),
+            ctx.row("cuBLASLt fused RELU_BIAS epilogue, 8192 x 8192 x 1024 TF32", f["fused_ms"], "ms",
+                    anchor="matmul + separate bias+ReLU kernel", anchor_value=f["separate_ms"], target=1.0,
+                    higher_is_better=False,
+                    note=f"matmul alone {f['matmul_ms']:.3f} ms, epilogue kernel alone {f['epilogue_ms']:.3f} ms")]
+
+
+def rows(ctx) -> list:
+    import cupy
+    import course
+    from course.lessons import ch10
+    out = []
+    for section in (lambda: _precision_rows(ctx, ch10), lambda: _stream_rows(ctx, ch10),
+                    lambda: _bias_relu_rows(ctx, cupy, course), lambda: _lt_rows(ctx, ch10)):
+        out += section()
+        cupy.get_default_memory_pool().free_all_blocks()
+    return out

@@ -1,0 +1,349 @@
+"""Chapter 10 helpers: column-major storage and the operand swap (CPU), the kernels, and (GPU) cuBLAS/cuBLASLt."""
+from __future__ import annotations
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+
+from repo_helpers import REPO, import_course
+
+ARCHS = ("sm_75", "sm_80", "sm_90")
+STEM = "10_cublas"
+
+
+@pytest.fixture(scope="module")
+def ch10():
+    import_course()
+    from course.lessons import ch10
+    return ch10
+
+
+def cuda_cells(stem: str) -> list:
+    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text())
+    out = []
+    for c in nb["cells"]:
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] == "code" and src.startswith("%%cuda"):
+            out.append(src.split("\n", 1)[1])
+    return out
+
+
+# ---- CPU: column-major storage and the swap ----
+
+@pytest.mark.parametrize("m,n", [(1, 1), (2, 3), (3, 2), (7, 13), (32, 33)])
+def test_rowmajor_bytes_read_as_colmajor_are_the_transpose(ch10, m, n):
+    """Does reading a row-major M x N buffer as column-major N x M give x.T, without a copy?"""
+    x = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    v = ch10.rowmajor_bytes_as_colmajor(x)
+    assert v.shape == (n, m) and np.array_equal(v, x.T)
+    assert np.shares_memory(v, x) or not x.flags.c_contiguous
+
+
+def test_colmajor_view_leading_dimension(ch10):
+    """Is element (r, c) at r + c * ld, and are the padding rows skipped?"""
+    y = np.arange(32, dtype=np.float32).reshape(4, 8)
+    v = ch10.colmajor_view(y.ravel(), 5, 4, ld=8)
+    assert v[2, 3] == y.ravel()[2 + 3 * 8]
+    assert np.array_equal(v, y[:, :5].T)
+
+
+def test_colmajor_view_refuses_bad_arguments(ch10):
+    """Are a short buffer, ld < rows and a 2-D buffer refused by name?"""
+    with pytest.raises(ValueError, match="ld"):
+        ch10.colmajor_view(np.zeros(20), 5, 4, ld=4)
+    with pytest.raises(ValueError, match="needs"):
+        ch10.colmajor_view(np.zeros(28), 5, 4, ld=8)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        ch10.colmajor_view(np.zeros((4, 8)), 5, 4, ld=8)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 5, 4), (17, 3, 29), (64, 33, 1)])
+def test_swap_gives_the_rowmajor_product(ch10, m, k, n):
+    """Does the column-major toy BLAS, called with swapped operands, return the row-major A @ B?"""
+    rng = np.random.default_rng(m * 100 + n)
+    a = rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n))
+    assert np.allclose(ch10.rowmajor_gemm_by_swap(a, b), a @ b)
+    args = ch10.swap_arguments(m, n, k)
+    assert (args["m"], args["n"], args["k"], args["first"]) == (n, m, k, "B")
+    assert (args["lda"], args["ldb"], args["ldc"]) == (n, k, n)
+
+
+def test_colmajor_gemm_is_column_major(ch10):
+    """Does the toy BLAS read and write column-major (Fortran order), leading dimensions included?"""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    c = ch10.colmajor_gemm(3, 2, 4, a.ravel(order="F"), 3, b.ravel(order="F"), 4, ldc=5)
+    got = ch10.colmajor_view(c, 3, 2, 5)
+    assert c.size == 10 and np.allclose(got, a @ b)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        ch10.rowmajor_gemm_by_swap(np.zeros((2, 3)), np.zeros((4, 2)))
+
+
+def test_rel_error(ch10):
+    """Is the relative Frobenius error zero for equal arrays and right for a known perturbation?"""
+    ref = np.ones((4, 4))
+    assert ch10.rel_error(ref, ref) == 0.0
+    assert ch10.rel_error(ref * 1.001, ref) == pytest.approx(1e-3)
+
+
+def test_print_table_and_comparison_rows(ch10, capsys):
+    """Do the recorded rows load from benchmarks/results and print as a table without a GPU?"""
+    rows = ch10.comparison_rows()
+    assert any("SGEMM" in r["row"] for r in rows)
+    ch10.print_table(rows, ["gpu", "chapter", "row", "value", "ratio"])
+    ch10.print_table([])
+    out = capsys.readouterr().out
+    assert "SGEMM" in out and "(no rows)" in out
+
+
+def test_colmajor_index_reference_matches_the_indexing(ch10):
+    """Is the spec's reference the matrix read at r + c * lda (padding left out), as the kernel's comment says?"""
+    import_course()
+    from autograder import get_exercise
+    ex = get_exercise(STEM, "colmajor_index")
+    rows, cols, lda = 5, 7, 8
+    a = np.random.default_rng(2).random((cols, lda), dtype=np.float32)
+    got = ex.reference({"a": a, "rows": rows, "cols": cols, "lda": lda})["out"]
+    want = np.array([[a.ravel()[r + c * lda] for c in range(cols)] for r in range(rows)])
+    assert np.array_equal(got, want)
+    assert np.array_equal(got, ch10.colmajor_view(a.ravel(), rows, cols, lda))
+
+
+def test_bias_relu_reference(ch10):
+    """Is the bias per column and the clamp at zero?"""
+    import_course()
+    from autograder import get_exercise
+    ex = get_exercise(STEM, "bias_relu")
+    c = np.array([[1.0, -2.0, 0.5]], dtype=np.float32)
+    b = np.array([-2.0, 3.0, 0.0], dtype=np.float32)
+    assert np.array_equal(ex.reference({"c": c, "bias": b, "m": 1, "n": 3})["c"], [[0.0, 1.0, 0.5]])
+
+
+# ---- kernels compile; lesson cells are the module's sources ----
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_compile(ch10, arch):
+    """Do the lesson's epilogue kernel and both reference kernels compile for sm_75..sm_90?"""
+    course = import_course()
+    for src in (ch10.BIAS_RELU_SRC, (REPO / "solutions" / STEM / "bias_relu.cu").read_text(),
+                (REPO / "solutions" / STEM / "colmajor_index.cu").read_text()):
+        assert course.compile_for_arch(src, arch).cubin
+
+
+def test_lesson_cells_are_the_module_sources(ch10):
+    """Is the kernel the helpers run the same text as the notebook's %%cuda cell?"""
+    assert ch10.BIAS_RELU_SRC.rstrip("\n") in cuda_cells(STEM)
+
+
+def test_gpu_cells_are_marked():
+    """Does every code cell that touches cupy, cuBLAS or nvmath start with %%gpu?"""
+    nb = json.loads((REPO / "chapters" / f"{STEM}.ipynb").read_text())
+    for c in nb["cells"]:
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] != "code" or src.startswith(("%%cuda", "# On Colab")):
+            continue
+        touches = any(w in src for w in ("cupy", "ch10.gemm", "precision_table", "concurrent_gemms",
+                                          "lt_algorithms", "fused_vs_separate", "operands("))
+        assert not touches or src.startswith("%%gpu "), src[:80]
+
+
+def test_nvmath_missing_is_one_sentence(ch10, monkeypatch):
+    """Without nvmath-python, is the message one sentence and no exception?"""
+    import builtins
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):
+        if name.startswith("nvmath"):
+            raise ImportError("no nvmath")
+        return real(name, *a, **kw)
+    monkeypatch.setattr(builtins, "__import__", fake)
+    msg = ch10.nvmath_missing()
+    assert msg == ch10.NO_NVMATH and msg.count(". ") == 0 and msg.endswith(".")
+
+
+def test_sweep_builds_without_gpu(ch10):
+    """Does the size sweep build (replaying or saying so) without running anything on a CPU machine?"""
+    course = import_course()
+    sw = ch10.size_sweep()
+    assert sw.name == "10_cublas_sizes" and sw.params["compute"] == list(ch10.COMPUTES)
+    if not course.gpu_available():
+        assert not sw.live
+
+
+def test_benchmark_rows_import_and_use_the_grader_geometry():
+    """Does benchmarks/chapters/10_cublas.py import without CUDA and time bias_relu with the grader's launch?"""
+    import_course()
+    from autograder import get_exercise
+    mod = importlib.import_module("benchmarks.chapters.10_cublas")
+    assert callable(mod.rows)
+    ex = get_exercise(STEM, "bias_relu")
+    grid, block, _ = ex.launch({"m": mod.BIAS_M, "n": mod.BIAS_N}, {})
+    assert (grid, block) == ((min(-(-mod.BIAS_N // 128), 32), min(-(-mod.BIAS_M // 8), 4096)), (32, 8))
+
+
+# ---- GPU ----
+
+@pytest.mark.gpu
+def test_gemm_matches_cupy_at_awkward_shapes(ch10):
+    """Does the operand-swap cuBLAS call give CuPy's product at shapes with every dimension different?"""
+    import cupy
+    for m, n, k in ((1, 1, 1), (257, 129, 67), (33, 1000, 7)):
+        for compute, tol in (("fp32", 1e-5), ("tf32", 5e-3), ("bf16", 2e-2), ("fp16", 5e-3)):
+            a, b, a32, b32 = ch10.operands(m, n, k, compute, seed=m)
+            c = ch10._as_f32(ch10.gemm(a, b, compute=compute), compute)
+            assert ch10.rel_error(c, a32.astype(cupy.float64) @ b32) < tol, (m, n, k, compute)
+
+
+@pytest.mark.gpu
+def test_precision_table_orders_speed_and_error(ch10):
+    """Is TF32 faster than FP32 and less accurate, at 2048^3?"""
+    t = {r["compute"]: r for r in ch10.precision_table(2048, computes=("fp32", "tf32"))}
+    assert t["tf32"]["tflops"] > t["fp32"]["tflops"]
+    assert t["fp32"]["rel_error"] < 1e-5 < t["tf32"]["rel_error"] < 1e-2
+
+
+@pytest.mark.gpu
+def test_concurrent_gemms(ch10):
+    """Are the concurrent results right, and the spans on two lanes?"""
+    r = ch10.concurrent_gemms(n=128, count=8, reps=3)
+    assert r["max_abs_err"] < 1e-3
+    assert {s[0] for s in r["spans"]} == {"stream 0", "stream 1"} and len(r["spans"]) == 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,cols,lda", [(1, 1, 1), (37, 1009, 40), (1009, 37, 1024), (300, 4099, 300)])
+def test_colmajor_index_solution(rows, cols, lda):
+    """Is the reference colmajor_index exact on padded column-major matrices?"""
+    import cupy
+    course = import_course()
+    k = course.compile((REPO / "solutions" / STEM / "colmajor_index.cu").read_text()).kernel("colmajor_index")
+    a = cupy.random.default_rng(rows).random((cols, lda), dtype=cupy.float32)
+    out = cupy.full((rows, cols), cupy.nan, dtype=cupy.float32)
+    k((-(-cols // 32), -(-rows // 32)), (32, 8), a, out, rows, cols, lda)
+    assert bool((out == a[:, :rows].T).all())
+
+
+@pytest.mark.gpu
+def test_fused_epilogue_when_nvmath(ch10):
+    """With nvmath-python, do fused and separate agree with float64, and is the fused one not slower?"""
+    if ch10.nvmath_missing():
+        pytest.skip(ch10.NO_NVMATH)
+    f = ch10.fused_vs_separate(2048, 2048, 256)
+    assert max(f["rel_error"].values()) < 1e-2
+    assert f["ratio"] < 1.1
+    algos = ch10.lt_algorithms(1024, 1024, 1024, limit=4)
+    assert algos and all(r["median_ms"] > 0 for r in algos)
+
+
+def test_concurrent_gemms_refuses_other_precisions(ch10):
+    """Is a compute type other than fp32/tf32 refused by name before anything touches the GPU?"""
+    with pytest.raises(ValueError, match="compute"):
+        ch10.concurrent_gemms(compute="bf16")
+
+
+# ---- GPU: the grader on the references and on calibration kernels (prints the speed ratios; run with -s) ----
+
+BIAS_RELU_SIMPLE = r'''
+extern "C" __global__ void bias_relu(float* __restrict__ c, const float* __restrict__ bias, int m, int n)
+{
+    for (int i = blockIdx.y * blockDim.y + threadIdx.y; i < m; i += gridDim.y * blockDim.y)
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+            long long at = (long long)i * n + j;
+            c[at] = fmaxf(c[at] + bias[j], 0.0f);
+        }
+}
+'''
+"""Coalesced, one float per thread: should earn full points (the 0.7 threshold leaves room for it)."""
+
+BIAS_RELU_COLUMN_WALK = r'''
+extern "C" __global__ void bias_relu(float* __restrict__ c, const float* __restrict__ bias, int m, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x)
+        for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < n; j += gridDim.y * blockDim.y) {
+            long long at = (long long)i * n + j;
+            c[at] = fmaxf(c[at] + bias[j], 0.0f);
+        }
+}
+'''
+"""x on rows: correct, lanes `n` floats apart; must miss the speed points."""
+
+COLMAJOR_DIRECT = r'''
+extern "C" __global__ void colmajor_index(const float* __restrict__ a, float* __restrict__ out,
+                                          int rows, int cols, int lda)
+{
+    int c = blockIdx.x * 32 + threadIdx.x;
+    for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+        int r = blockIdx.y * 32 + k;
+        if (r < rows && c < cols)
+            out[(long long)r * cols + c] = a[r + (long long)c * lda];
+    }
+}
+'''
+"""Right indexing, no tile: writes coalesced, reads strided. Full correctness points; speed calibrates."""
+
+COLMAJOR_WRONG_LD = COLMAJOR_DIRECT.replace("a[r + (long long)c * lda]", "a[r + (long long)c * rows]")
+"""The classic bug: the leading dimension taken as rows. Must fail (sizes with lda > rows)."""
+
+
+def _grade(exercise, source):
+    from autograder import grade_source
+    r = grade_source(STEM, exercise, source)
+    ratio = r.speed.ratio if r.speed is not None else None
+    print(f"\n{exercise}: {r.status} {r.points}/{r.max_points}, speed ratio {ratio}")
+    return r, ratio
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index"])
+def test_references_get_full_marks(exercise):
+    """Does each reference kernel, graded as a submission, get every point?"""
+    import_course()
+    from autograder import get_exercise
+    ex = get_exercise(STEM, exercise)
+    r, _ = _grade(exercise, (REPO / "solutions" / STEM / ex.source_file).read_text())
+    assert r.points == r.max_points, r.feedback()
+
+
+@pytest.mark.gpu
+def test_bias_relu_calibration():
+    """Does a simple coalesced kernel pass the speed check, and a column walk fail it (both correct)?"""
+    import_course()
+    simple, ratio_simple = _grade("bias_relu", BIAS_RELU_SIMPLE)
+    walk, ratio_walk = _grade("bias_relu", BIAS_RELU_COLUMN_WALK)
+    assert simple.points == simple.max_points, simple.feedback()
+    assert walk.status == "slow" and walk.points == 4, walk.feedback()
+
+
+@pytest.mark.gpu
+def test_colmajor_calibration():
+    """Does the untiled kernel get the correctness points, and the lda bug fail? (prints the untiled ratio)"""
+    import_course()
+    direct, ratio = _grade("colmajor_index", COLMAJOR_DIRECT)
+    wrong, _ = _grade("colmajor_index", COLMAJOR_WRONG_LD)
+    assert direct.points >= 7, direct.feedback()
+    assert wrong.points == 0 and wrong.status == "failed", wrong.feedback()
+
+
+def test_calibration_kernels_compile():
+    """Do the GPU tier's calibration kernels compile (so a GPU run is not wasted on a typo)?"""
+    course = import_course()
+    for src in (BIAS_RELU_SIMPLE, BIAS_RELU_COLUMN_WALK, COLMAJOR_DIRECT, COLMAJOR_WRONG_LD):
+        assert course.compile_for_arch(src, "sm_80").cubin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index"])
+def test_released_stubs_get_zero(exercise):
+    """Does the nbgrader stub (solution region replaced by `// YOUR CODE HERE`) compile and score 0?"""
+    import re
+    import_course()
+    from autograder import get_exercise
+    ex = get_exercise(STEM, exercise)
+    src = (REPO / "solutions" / STEM / ex.source_file).read_text()
+    stub = re.sub(r"//\s*### BEGIN SOLUTION.*?### END SOLUTION", "// YOUR CODE HERE", src, flags=re.S)
+    assert "YOUR CODE HERE" in stub and "BEGIN SOLUTION" not in stub
+    r, _ = _grade(exercise, stub)
+    assert r.points == 0, r.feedback()
