@@ -76,3 +76,14 @@ def rel(path: Path) -> str:
 
 def read_json_notebook(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def cuda_cells(stem: str) -> list:
+    """The CUDA source of each `%%cuda` cell of chapters/<stem>.ipynb, without the magic line."""
+    nb = read_json_notebook(REPO / "chapters" / f"{stem}.ipynb")
+    out = []
+    for cell in nb["cells"]:
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and src.startswith("%%cuda"):
+            out.append(src.split("\n", 1)[1])
+    return out

@@ -5,17 +5,7 @@ import json
 
 import pytest
 
-from repo_helpers import REPO, import_course
-
-
-def cuda_cells(stem: str) -> list:
-    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-    out = []
-    for cell in nb["cells"]:
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        if cell["cell_type"] == "code" and src.startswith("%%cuda"):
-            out.append(src.split("\n", 1)[1])
-    return out
+from repo_helpers import cuda_cells, import_course
 
 
 @pytest.mark.parametrize("stem,module,names", [

@@ -1,13 +1,12 @@
 """Chapter 04 helpers: the sector model, its drawings, the ncu glue, and (GPU) the lesson's kernels."""
 from __future__ import annotations
 
-import json
 import subprocess
 
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, cuda_cells, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "04_coalescing"
@@ -18,16 +17,6 @@ def ch04():
     import_course()
     from course.lessons import ch04
     return ch04
-
-
-def cuda_cells(stem: str) -> list:
-    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text())
-    out = []
-    for c in nb["cells"]:
-        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if c["cell_type"] == "code" and src.startswith("%%cuda"):
-            out.append(src.split("\n", 1)[1])
-    return out
 
 
 @pytest.mark.parametrize("index,elem,base,want", [

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, cuda_cells, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "09_convolution"
@@ -18,16 +18,6 @@ def ch09():
     import_course()
     from course.lessons import ch09
     return ch09
-
-
-def cuda_cells(stem: str) -> list:
-    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text())
-    out = []
-    for c in nb["cells"]:
-        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if c["cell_type"] == "code" and src.startswith("%%cuda"):
-            out.append(src.split("\n", 1)[1])
-    return out
 
 
 def test_lesson_and_solution_kernels_compile_without_spills(ch09):
@@ -146,26 +136,6 @@ def test_slow_kernel_is_an_exercise_cell(ch09):
     nb = json.loads((REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb").read_text())
     srcs = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     assert "%%cuda --name conv_blocked_slow\n" + ch09.SLOW_BLOCKED_SRC in srcs
-
-
-def exercise_cells(stem: str) -> dict:
-    nb = json.loads((REPO / "exercises" / "source" / stem / f"{stem}.ipynb").read_text())
-    out = {}
-    for c in nb["cells"]:
-        for tag in c.get("metadata", {}).get("tags", []):
-            if tag.startswith("kernel:"):
-                src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                out[tag.split(":", 1)[1]] = src
-    return out
-
-
-def test_exercise_cells_are_the_solutions():
-    """Is each graded cell of the exercise notebook `%%cuda --name NAME --no-run` plus solutions/STEM/NAME.cu?"""
-    cells = exercise_cells(STEM)
-    files = {p.stem: p.read_text() for p in SOLUTIONS.glob("*.cu")}
-    assert set(cells) == set(files)
-    for name, src in cells.items():
-        assert src == f"%%cuda --name {name} --no-run\n" + files[name].rstrip("\n"), name
 
 
 # --- GPU ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, cuda_cells, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "10_cublas"
@@ -18,16 +18,6 @@ def ch10():
     import_course()
     from course.lessons import ch10
     return ch10
-
-
-def cuda_cells(stem: str) -> list:
-    nb = json.loads((REPO / "chapters" / f"{stem}.ipynb").read_text())
-    out = []
-    for c in nb["cells"]:
-        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if c["cell_type"] == "code" and src.startswith("%%cuda"):
-            out.append(src.split("\n", 1)[1])
-    return out
 
 
 # ---- CPU: column-major storage and the swap ----
