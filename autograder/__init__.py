@@ -7,11 +7,12 @@ from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .runner import grade_path, grade_source, speed_trials
-from .spec import (LARGER_THAN_L2, Exercise, In, InOut, Out, Pipeline, Points, Scalar, SpecError, Tolerance,
-                   Uniform, cdiv)
+from .spec import (LARGER_THAN_L2, Constant, Exercise, In, InOut, Out, Pipeline, Points, Scalar, SpecError,
+                   Tolerance, Uniform, cdiv)
 
 __all__ = [
-    "Exercise", "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Pipeline", "LARGER_THAN_L2",
+    "Exercise", "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline",
+    "LARGER_THAN_L2",
     "cdiv", "SpecError", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",

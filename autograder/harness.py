@@ -18,7 +18,7 @@ import numpy as np
 from . import policy
 from .launchcfg import reference_launch
 from .loader import reference_source
-from .spec import In, InOut, Out, Scalar, Uniform, cdiv, default_generator, evaluate, shape_of
+from .spec import Constant, In, InOut, Out, Scalar, Uniform, cdiv, default_generator, evaluate, shape_of
 from .worker import SETUP_TIMEOUT_S
 
 __all__ = ["GUARD_BYTES", "TIMING_SETS", "POISON_BITS", "CupyBackend", "backend", "probe", "limit_printf",
@@ -77,6 +77,15 @@ class CupyBackend:
 
     def free_cached(self) -> None:
         self.xp.get_default_memory_pool().free_all_blocks()
+
+    def set_constant(self, kernel, name: str, values) -> None:
+        """Copy device array ``values`` into the ``__constant__`` symbol ``name`` of ``kernel``'s module.
+
+        On the current stream (`course.interleaved` times on its own non-blocking stream; the synchronous
+        ``copy_from_device`` would go to the legacy default stream, unordered with its launches).
+        """
+        symbol = kernel.module.get_global(name)
+        symbol.copy_from_device_async(values.data, values.nbytes, self.xp.cuda.get_current_stream())
 
 
 BACKEND = None
@@ -150,6 +159,14 @@ def compile_step(ctx: Context) -> dict:
         ctx.student = module.kernel(ex.kernel)
     except KeyError as exc:
         return {"status": "compile error", "message": exc.args[0] if exc.args else str(exc)}
+    for c in ex.constants:  # the symbols the grader fills before every run must be there to fill
+        try:
+            module.get_global(c.name)
+        except Exception as exc:
+            return {"status": "compile error", "message": (
+                f"the compiled module has no __constant__ symbol {c.name!r} to fill ({type(exc).__name__}: "
+                f"{exc}). Declare `{ex.constant_declaration(c)};` at file scope, outside any namespace, "
+                "without `static`, and read it in the kernel.")}
     ref_module = course.compile(reference_source(ex), options=tuple(ex.options), name=ex.source_file)
     ctx.reference = ref_module.kernel(ex.kernel)
     notes = []
@@ -199,12 +216,12 @@ def _scalar_value(p: Scalar, sizes: dict, rng):
 
 
 def make_inputs(ex, sizes: dict, rng) -> tuple:
-    """(host arrays of In/InOut by name, typed scalars by name) for one size case."""
+    """(host arrays of In/InOut/Constant by name, typed scalars by name) for one size case."""
     arrays, scalars = {}, {}
     for p in ex.params:
         if isinstance(p, Scalar):
             scalars[p.name] = _scalar_value(p, sizes, rng)
-        elif isinstance(p, (In, InOut)):
+        elif isinstance(p, (In, InOut, Constant)):
             arrays[p.name] = _draw(p.gen, rng, shape_of(p.shape, sizes), p.np_dtype)
     return arrays, scalars
 
@@ -320,7 +337,17 @@ def _context_alive() -> bool:
 
 
 def _args(ex, arrays: dict, scalars: dict) -> list:
-    return [_py(scalars[p.name]) if isinstance(p, Scalar) else arrays[p.name] for p in ex.params]
+    """The kernel's arguments in C order; `Constant` arrays are not arguments (see `_set_constants`)."""
+    return [_py(scalars[p.name]) if isinstance(p, Scalar) else arrays[p.name] for p in ex.kernel_params]
+
+
+def _set_constants(ex, kernel, values: dict) -> None:
+    """Copy the drawn `Constant` values (device arrays by name) into ``kernel``'s module's symbols.
+
+    Called before every launch that uses another input set, never inside a timed region.
+    """
+    for c in ex.constants:
+        backend().set_constant(kernel, c.name, values[c.name])
 
 
 def _launch(kernel, geo, args, sync=True):
@@ -345,6 +372,9 @@ def _timed_reference(ctx, sizes, host, scalars) -> tuple:
             if p.fill != "poison":
                 arrays[p.name].fill(p.fill)
     geo = ctx.geometry(sizes, ex.launch_defaults)
+    if ex.constants:
+        _set_constants(ex, ctx.reference, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
+        be.sync()
     ms = be.time_ms(lambda: _launch(ctx.reference, geo, _args(ex, arrays, scalars), sync=False))
     outs = {p.name: be.host(arrays[p.name]) for p in ex.arrays if isinstance(p, (Out, InOut))}
     return outs, ms
@@ -430,6 +460,7 @@ def correctness_step(ctx: Context, index: int) -> dict:
         bufs[p.name] = _Guarded(cp, p, shape_of(p.shape, sizes), before, after)
         if isinstance(p, (In, InOut)):
             pristine[p.name] = cp.asarray(host[p.name])
+    consts = {c.name: cp.asarray(host[c.name]) for c in ex.constants}  # no guards: kernels cannot write them
     timeout = policy.timeout_for(ex.timeout_s, ref_ms / 1e3)
     runs = []
     for variant in (0, 1):
@@ -442,6 +473,8 @@ def correctness_step(ctx: Context, index: int) -> dict:
             else:
                 u = _UINT[p.np_dtype.itemsize]
                 b.bytes.view(u).fill(u(poison_bits(p.np_dtype, variant)))
+        if consts:
+            _set_constants(ex, ctx.student, consts)
         ctx.arm(timeout, f"your kernel at {label} (the reference takes {ref_ms:.3f} ms there)")
         try:
             _launch(ctx.student, geo, _args(ex, {k: b.view for k, b in bufs.items()}, scalars))
@@ -510,8 +543,13 @@ def _build_timing(ctx, sizes) -> dict:
     geo_r = ctx.geometry(sizes, ex.launch_defaults)
     sets = []
     for _ in range(TIMING_SETS):
-        s = {"in": {}, "pristine": {}, "expected": {}, "student": {}, "reference": {}, "atol": {}}
-        for p in ex.arrays:
+        s = {"in": {}, "pristine": {}, "expected": {}, "student": {}, "reference": {}, "atol": {}, "const": {}}
+        for p in ex.params:  # in params order, so the draws do not depend on which kinds come first
+            if isinstance(p, Scalar):
+                continue
+            if isinstance(p, Constant):
+                s["const"][p.name] = _draw_device(cp, p, rng, shape_of(p.shape, sizes))
+                continue
             shape = shape_of(p.shape, sizes)
             if isinstance(p, In):
                 s["in"][p.name] = _draw_device(cp, p, rng, shape)
@@ -523,6 +561,7 @@ def _build_timing(ctx, sizes) -> dict:
         scalars = {p.name: _scalar_value(p, sizes, rng) for p in ex.params if isinstance(p, Scalar)}
         s["scalars"] = scalars
         _reset(cp, ex, s, "expected")
+        _set_constants(ex, ctx.reference, s["const"])
         _launch(ctx.reference, geo_r, _args(ex, {**s["in"], **s["expected"]}, scalars))
         for p in ex.arrays:
             if isinstance(p, (Out, InOut)) and p.np_dtype.kind == "f":
@@ -584,10 +623,12 @@ def timing_step(ctx: Context) -> dict:
 
     # the timing size is new to the student kernel: run and check it once per input set first
     _reset(cp, ex, sets[0], "reference")
+    _set_constants(ex, ctx.reference, sets[0]["const"])
     ref_s = be.time_ms(lambda: _launch(ctx.reference, geo_r, _args(ex, {**sets[0]["in"], **sets[0]["reference"]},
                                                                   sets[0]["scalars"]), False)) / 1e3
     for j, s in enumerate(sets):
         _reset(cp, ex, s, "student")
+        _set_constants(ex, ctx.student, s["const"])
         ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel at the timing size {label}")
         try:
             _launch(ctx.student, geo_s, _args(ex, {**s["in"], **s["student"]}, s["scalars"]))
@@ -601,6 +642,7 @@ def timing_step(ctx: Context) -> dict:
     for s in sets:
         for who, kern, geo in (("student", ctx.student, geo_s), ("reference", ctx.reference, geo_r)):
             _reset(cp, ex, s, who)
+            _set_constants(ex, kern, s["const"])
             _launch(kern, geo, _args(ex, {**s["in"], **s[who]}, s["scalars"]))
     for s in sets:
         _reset(cp, ex, s, "student")
@@ -621,7 +663,13 @@ def timing_step(ctx: Context) -> dict:
             _launch(kern, geo, _args(ex, {**s["in"], **s[who]}, s["scalars"]), sync=False)
         return fn
 
+    kernels = {"student": ctx.student, "reference": ctx.reference}
     fns = {"student": make("student", ctx.student, geo_s), "reference": make("reference", ctx.reference, geo_r)}
+
+    def next_constants(who):
+        # the __constant__ symbols of the set this kernel's next timed call uses, filled between samples
+        if ex.constants:
+            _set_constants(ex, kernels[who], sets[calls[who] % len(sets)]["const"])
     if t["copy"] is not None:
         fns["copy"] = t["copy"]
 
@@ -634,8 +682,13 @@ def timing_step(ctx: Context) -> dict:
             if problem:
                 raise _WrongWhileTimed(f"timed run {i + 1}: {problem}")
         _reset(cp, ex, s, name)
+        next_constants(name)
 
     def measure():
+        if ex.constants:  # outside `interleaved` (and its stream): copy, then wait for the copies
+            next_constants("student")
+            next_constants("reference")
+            be.sync()
         res = be.interleaved(fns, warmup=0, min_samples=10, max_samples=TIMING_MAX_SAMPLES,
                              budget_s=TIMING_BUDGET_S, on_sample=on_sample)
         for s in sets:  # a round may stop between samples; start the next from clean buffers

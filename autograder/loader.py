@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import (Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError, Tolerance,
-                   Uniform, _Array, did_you_mean, names_in, shape_of)
+from .spec import (Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError,
+                   Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 
 __all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
            "load_spec_file"]
@@ -25,6 +25,7 @@ SPECS_DIR = Path(__file__).resolve().parent / "specs"
 _L2_FOR_VALIDATION = 64 << 20
 _BIG_LITERAL_BYTES = 256 << 20
 _WARP = 32
+_CONSTANT_BYTES = 64 << 10  # the __constant__ space of a module
 
 
 def chapters() -> list:
@@ -63,8 +64,8 @@ def _unexpected_kwarg(exc: TypeError):
     m = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if not m:
         return None
-    cls = {c.__name__: c for c in (Exercise, In, Out, InOut, Scalar, Points, Tolerance, Uniform, Pipeline)}.get(
-        m.group(1))
+    classes = (Exercise, In, Out, InOut, Scalar, Constant, Points, Tolerance, Uniform, Pipeline)
+    cls = {c.__name__: c for c in classes}.get(m.group(1))
     fields = [f.name for f in dataclasses.fields(cls)] if cls else []
     return m.group(1), m.group(2), fields
 
@@ -180,6 +181,7 @@ def validate(ex: Exercise, path: Path) -> None:
 
     _validate_params(ex, where)
     _validate_sizes(ex, where)
+    _validate_constants(ex, where)
     _validate_source(ex, where)
     _validate_launch(ex, where)
     _validate_scoring(ex, where)
@@ -188,11 +190,12 @@ def validate(ex: Exercise, path: Path) -> None:
 
 def _validate_params(ex, where):
     if not isinstance(ex.params, (list, tuple)) or not ex.params:
-        raise where.error("params", "should be a non-empty list of In/Out/InOut/Scalar in C order")
+        raise where.error("params", "should be a non-empty list of In/Out/InOut/Scalar in C order (and "
+                          "Constant symbols anywhere)")
     names = []
     for p in ex.params:
-        if not isinstance(p, (In, Out, InOut, Scalar)):
-            raise where.error("params", f"{p!r} is not an In, Out, InOut or Scalar")
+        if not isinstance(p, (In, Out, InOut, Scalar, Constant)):
+            raise where.error("params", f"{p!r} is not an In, Out, InOut, Scalar or Constant")
         if p.name in names:
             raise where.error("params", f"two parameters are named {p.name!r}")
         names.append(p.name)
@@ -226,6 +229,10 @@ def _validate_params(ex, where):
                                   f"a Uniform or a callable; got {p.value!r}")
     if not any(isinstance(p, (Out, InOut)) for p in ex.params):
         raise where.error("params", "has no Out or InOut array, so there is nothing to check")
+    for c in ex.constants:
+        if not re.fullmatch(r"[A-Za-z_]\w*", str(c.name)):
+            raise where.error("params", f"Constant {c.name!r}: the name of a __constant__ symbol should be a C "
+                              "identifier")
 
 
 def _validate_sizes(ex, where):
@@ -361,6 +368,37 @@ def _validate_scoring(ex, where):
                 raise where.error("params", f"{p.name}: shape {p.shape!r} at {sizes}: {exc}") from None
             if any(d < 1 for d in shape):
                 raise where.error("params", f"{p.name}: shape {p.shape!r} is {shape} at {sizes}")
+
+
+def _validate_constants(ex, where):
+    """A Constant fills a __constant__ symbol: literal sizes only, within the 64 KiB constant space."""
+    if not ex.constants:
+        return
+    if ex.pipeline is not None:
+        raise where.error("pipeline", "the pipeline driver passes arrays only and cannot fill the __constant__ "
+                          f"symbols ({', '.join(c.name for c in ex.constants)}); drop the Constant params or the "
+                          "pipeline")
+    l2_names = {k for case in list(ex.sizes) + [ex.default_speed_size()] for k, v in case.items()
+                if isinstance(v, L2Multiple)}
+    total = 0
+    for c in ex.constants:
+        big = sorted(names_in(c.shape) & l2_names)
+        if big:
+            raise where.error("params", f"Constant {c.name!r}: its shape {c.shape!r} uses {', '.join(big)}, which "
+                              "is LARGER_THAN_L2 in some case; a __constant__ array holds at most 64 KiB, so its "
+                              "shape may only use literal sizes")
+        for case in list(ex.sizes) + [ex.default_speed_size()]:
+            shape = shape_of(c.shape, _literal_case(ex, case))
+            if any(d < 1 for d in shape):
+                raise where.error("params", f"Constant {c.name!r}: shape {c.shape!r} is {shape} at {case}")
+        need = ex.constant_capacity(c) * c.np_dtype.itemsize
+        total += need
+        if need > _CONSTANT_BYTES:
+            raise where.error("params", f"Constant {c.name!r} needs {need} bytes at its largest size, more than "
+                              f"the {_CONSTANT_BYTES // 1024} KiB of __constant__ memory")
+    if total > _CONSTANT_BYTES:
+        raise where.error("params", f"the Constant arrays need {total} bytes together, more than the "
+                          f"{_CONSTANT_BYTES // 1024} KiB of __constant__ memory")
 
 
 

@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 
-from .spec import Exercise, Scalar, did_you_mean
+from .spec import Exercise, Scalar, _ctype_of, did_you_mean
 
-__all__ = ["compare_signature"]
+__all__ = ["compare_signature", "check_constants"]
 
 
 def _strip_comments(src: str) -> str:
@@ -32,11 +32,17 @@ def compare_signature(ex: Exercise, source: str) -> str:
         return (f"{ex.kernel} is not declared extern \"C\", so its compiled name is mangled and the grader "
                 f"cannot find it. Declare it as: {want}")
     params = kernels[ex.kernel]
-    if len(params) != len(ex.params):
+    expected = ex.kernel_params  # Constant arrays live in __constant__ symbols, not in the signature
+    if len(params) != len(expected):
         got = ", ".join(p.describe() for p in params)
+        extra = ""
+        if ex.constants and any(p.name in {c.name for c in ex.constants} for p in params):
+            extra = (" " + " and ".join(f"{c.name}" for c in ex.constants)
+                     + " is not a parameter: the kernel reads it from "
+                     + ", ".join(f"`{ex.constant_declaration(c)}`" for c in ex.constants) + ".")
         return (f"{ex.kernel} takes {len(params)} parameter(s) ({got}); the exercise expects "
-                f"{len(ex.params)}: ({ex.signature()})")
-    for i, (mine, theirs) in enumerate(zip(ex.params, params), start=1):
+                f"{len(expected)}: ({ex.signature()}).{extra}")
+    for i, (mine, theirs) in enumerate(zip(expected, params), start=1):
         if isinstance(mine, Scalar):
             if theirs.pointer:
                 return (f"parameter {i} ({theirs.describe()}) should be the value {mine.ctype} {mine.name}, "
@@ -51,4 +57,73 @@ def compare_signature(ex: Exercise, source: str) -> str:
             if theirs.dtype is not None and np.dtype(theirs.dtype) != mine.np_dtype:
                 return (f"parameter {i} is {theirs.describe()}, but {mine.name} holds {mine.np_dtype.name}; "
                         f"expected ({ex.signature()})")
+    return check_constants(ex, source)
+
+
+def _defines(src: str) -> dict:
+    """``#define NAME 1024`` (integer literals only) by name."""
+    return {m.group(1): int(m.group(2), 0) for m in re.finditer(
+        r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?[ \t]*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*[ \t]*\)?[ \t]*$",
+        src, flags=re.M)}
+
+
+def _extent(expr: str, defines: dict):
+    """The value of an array extent: an integer literal, a #define'd one, or a product of those; else None."""
+    total = 1
+    for part in expr.split("*"):
+        part = part.strip().strip("()").strip()
+        part = re.sub(r"(?<=\d)[uUlL]+$", "", part)
+        if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", part):
+            total *= int(part, 0)
+        elif part in defines:
+            total *= defines[part]
+        else:
+            return None
+    return total
+
+
+_QUALIFIERS = r"(?:\s+(?:__device__|const|static|volatile|__align__\s*\(\s*\d+\s*\)))*"
+
+
+def check_constants(ex: Exercise, source: str) -> str:
+    """'' when ``source`` declares each `Constant` of ``ex`` as a big enough ``__constant__`` array."""
+    if not ex.constants:
+        return ""
+    src = _strip_comments(source)
+    defines = _defines(src)
+    for c in ex.constants:
+        ctype = _ctype_of(c.np_dtype)
+        try:
+            need = ex.constant_capacity(c)
+        except Exception:
+            need = None
+        decl = f"__constant__ {ctype} {c.name}[{need if need is not None else 'N'}]"
+        how = (f"Declare it at file scope (outside any function, above the kernel), e.g. `{decl};`, and read "
+               f"{c.name}[j] in the kernel: the grader copies the values into it before every launch. It is "
+               f"not a kernel parameter: the exercise expects ({ex.signature()}).")
+        m = re.search(rf"__constant__{_QUALIFIERS}\s+([A-Za-z_][\w ]*?)\s*\b{re.escape(c.name)}\s*"
+                      rf"((?:\[[^\]]*\]\s*)+)", src)
+        if m is None:
+            other = re.search(rf"\b{re.escape(c.name)}\s*\[", src) and re.search(
+                rf"__constant__[^;{{}}]*\b{re.escape(c.name)}\b", src)
+            if other:
+                return (f"the exercise reads {c.name} from `{decl}`, and the __constant__ declaration of "
+                        f"{c.name} in your source is not an array of {ctype}. {how}")
+            return f"the exercise reads {c.name} from `{decl}`, and your source declares no such array. {how}"
+        got_type = " ".join(m.group(1).split())
+        got_type = re.sub(r"^(?:const|volatile)\s+", "", got_type)
+        if got_type != ctype:
+            return (f"your source declares `__constant__ {got_type} {c.name}[...]`, but the grader fills {c.name} "
+                    f"with {c.np_dtype.name} values: declare `{decl}`.")
+        if need is None:
+            continue
+        dims = [_extent(d, defines) for d in re.findall(r"\[([^\]]*)\]", m.group(2))]
+        if any(d is None for d in dims):
+            continue  # an extent we cannot resolve simply: the capacity is not checked
+        cap = 1
+        for d in dims:
+            cap *= d
+        if cap < need:
+            return (f"`__constant__ {ctype} {c.name}` holds {cap} elements, but the exercise fills up to {need} "
+                    f"of them (its largest size): declare `{decl}`.")
     return ""

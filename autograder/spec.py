@@ -16,7 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = [
-    "In", "Out", "InOut", "Scalar", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise", "L2Multiple",
+    "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise",
+    "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
     "POISON_DEFAULT",
 ]
@@ -198,6 +199,18 @@ class InOut(_Array):
 
 
 @dataclasses.dataclass(frozen=True)
+class Constant(_Array):
+    """An array the kernel reads from a file-scope ``__constant__`` symbol of the same name, not a parameter.
+
+    Drawn like an `In` (``gen``); before every run the grader copies the values into the symbol of the
+    student's module and of the reference's. Not in the C signature; the NumPy reference gets it by name.
+    """
+
+    gen: Any = None
+    role = "constant"
+
+
+@dataclasses.dataclass(frozen=True)
 class Scalar:
     """A by-value parameter: ``value`` is a size expression ("n"), a number, or a `Uniform`."""
 
@@ -311,7 +324,27 @@ class Exercise:
 
     @property
     def arrays(self) -> list:
-        return [p for p in self.params if isinstance(p, _Array)]
+        """The array parameters the kernel receives as pointers (not the `Constant` symbols)."""
+        return [p for p in self.params if isinstance(p, _Array) and not isinstance(p, Constant)]
+
+    @property
+    def constants(self) -> list:
+        """`Constant` arrays: filled into ``__constant__`` symbols, not passed."""
+        return [p for p in self.params if isinstance(p, Constant)]
+
+    @property
+    def kernel_params(self) -> list:
+        """The parameters of the C signature, in order (everything but `Constant`)."""
+        return [p for p in self.params if not isinstance(p, Constant)]
+
+    def constant_capacity(self, c, l2_bytes: int = 64 << 20) -> int:
+        """Elements the ``__constant__`` symbol of ``c`` must hold: its largest size over all cases."""
+        cases = list(self.sizes) + [self.default_speed_size()]
+        return max(math.prod(shape_of(c.shape, self.resolve_sizes(case, l2_bytes))) for case in cases)
+
+    def constant_declaration(self, c) -> str:
+        """``__constant__ float w[1024]`` for a `Constant`, for messages."""
+        return f"__constant__ {_ctype_of(c.np_dtype)} {c.name}[{self.constant_capacity(c)}]"
 
     @property
     def size_names(self) -> list:
@@ -334,7 +367,7 @@ class Exercise:
     def signature(self) -> str:
         """The C parameter list the exercise expects, for messages."""
         out = []
-        for p in self.params:
+        for p in self.kernel_params:
             if isinstance(p, Scalar):
                 out.append(f"{p.ctype} {p.name}")
             else:

@@ -1,9 +1,9 @@
 """Chapter 09 (convolution case study): y[i] = sum_{j<G} x[i+j] * w[j], x zero-padded to n + G - 1 floats.
 
-conv_const: one output per thread with the taps read as a broadcast. The lesson keeps the taps in
-__constant__ memory, but a spec has no way to fill a __constant__ symbol before launch (the grader
-allocates and passes arrays only), so the graded kernel takes `w` as a pointer and stages it in shared
-memory, where a same-address read by a whole warp is one broadcast as well. Correctness points only.
+conv_const: one output per thread with the taps read as a broadcast from `__constant__ float w[1024]`, as
+in the lesson. `w` is a `Constant`, not a kernel parameter: the grader draws it like an input and copies
+it into the symbol of the student's module (and of the reference's) before every run, and the NumPy
+reference gets it as v["w"]. Correctness points only.
 
 conv_blocked: G = 512 taps fixed at compile time (the kernel's TAPS), 16 outputs per thread held in
 registers with a sliding window over the x values, window and taps staged in shared memory. Speed points
@@ -14,10 +14,10 @@ Format: autograder/SPEC_FORMAT.md.
 """
 import numpy as np
 
-from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, Tolerance, cdiv
+from autograder import LARGER_THAN_L2, Constant, Exercise, In, Out, Points, Scalar, Tolerance, cdiv
 
 TAPS = 512          # conv_blocked's compile-time tap count (TAPS in the kernel)
-MAX_TAPS = 1024     # conv_const's shared array
+MAX_TAPS = 1024     # conv_const's __constant__ float w[MAX_TAPS]
 
 
 def correlate64(x, w, n):
@@ -46,11 +46,12 @@ EXERCISES = [
         kernel="conv_const",
         source_file="conv_const.cu",
         description=("y[i] = sum_{j<g} x[i+j] * w[j], one output per thread, g <= 1024; x is zero-padded "
-                     "to n + g - 1 floats. Copy w into the shared array once per block, then read it as a "
-                     "broadcast. Blocks of 256 threads, grid ceil(n / 256)."),
+                     "to n + g - 1 floats. The taps are in `__constant__ float w[1024]` (declared at file scope, "
+                     "filled by the grader before every launch): read w[j] as a broadcast. Blocks of 256 "
+                     "threads, grid ceil(n / 256)."),
         params=[
             In("x", np.float32, "n + g - 1"),
-            In("w", np.float32, "g"),
+            Constant("w", np.float32, ("g",)),      # __constant__ float w[MAX_TAPS]: not a parameter
             Out("y", np.float32, "n"),
             Scalar("n", "int", "n"),
             Scalar("g", "int", "g"),

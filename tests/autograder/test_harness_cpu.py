@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import autograder.harness as H
-from autograder import Exercise, In, Out, Points, Scalar, get_exercise
+from autograder import Constant, Exercise, In, Out, Points, Scalar, get_exercise
 
 L2 = 1 << 20
 
@@ -51,6 +51,11 @@ class NumpyBackend:
 
     def free_cached(self):
         pass
+
+    def set_constant(self, kernel, name, values):
+        symbol = kernel.module.symbols[name]  # a fixed-size array, like a __constant__ declaration
+        assert values.size <= symbol.size, f"{name}: {values.size} values into a symbol of {symbol.size}"
+        symbol[:values.size] = values.ravel()
 
 
 @pytest.fixture
@@ -329,3 +334,84 @@ def test_gray_float_formula_is_not_exact(backend):
 def test_gray_missing_bounds_check_writes_past_the_end(backend):
     r = H.correctness_step(make_ctx(GRAY, gray_whole_blocks, gray_ok), 1)  # 37 x 1001
     assert r["status"] == "failed" and "past the end of gray" in r["message"]
+
+
+# -- Constant params: values copied into each module's __constant__ symbol, not passed ---------------
+
+class _Symbols:
+    def __init__(self, **capacity):
+        self.symbols = {k: np.zeros(n, np.float32) for k, n in capacity.items()}
+
+
+class PyKernel:
+    """A Python "kernel" with a module holding ``__constant__`` symbols, like course's Kernel.module."""
+
+    def __init__(self, fn, **capacity):
+        self.fn, self.module, self.calls = fn, _Symbols(**capacity), []
+
+    def __call__(self, grid, block, *args, shared_mem=0):
+        self.calls.append(self.module.symbols["w"].copy())
+        self.fn(self.module.symbols, *args)
+
+
+def _correlate(x, w, n):
+    return np.correlate(x[:n + w.size - 1].astype(np.float64), w.astype(np.float64), mode="valid")
+
+
+def conv_ok(sym, x, y, n, g):
+    y[:n] = _correlate(x, sym["w"][:g], n).astype(np.float32)
+
+
+def conv_zero_taps(sym, x, y, n, g):
+    y[:n] = 0.0
+
+
+CONV = Exercise(name="conv", kernel="conv", source_file="-", chapter="test",
+                params=[In("x", "float32", "n + g - 1"), Constant("w", "float32", ("g",)), Out("y", "float32", "n"),
+                        Scalar("n", "int", "n"), Scalar("g", "int", "g")],
+                sizes=[{"n": 1, "g": 1}, {"n": 37, "g": 5}, {"n": 1000, "g": 64}], launch=_scale_launch,
+                launch_defaults={}, reference=lambda v: {"y": _correlate(v["x"], v["w"], int(v["n"]))},
+                points=Points(1, 1))
+
+
+def test_constant_is_drawn_but_not_an_argument():
+    """Is w drawn like an input (for the NumPy reference) and left out of the kernel's arguments?"""
+    host, scalars = H.make_inputs(CONV, {"n": 37, "g": 5}, np.random.default_rng(0))
+    assert set(host) == {"x", "w"} and host["w"].shape == (5,) and host["w"].dtype == np.float32
+    args = H._args(CONV, {"x": "X", "y": "Y"}, scalars)
+    assert args == ["X", "Y", 37, 5]
+    assert CONV.signature() == "const float* x, float* y, int n, int g"
+    assert [p.name for p in CONV.arrays] == ["x", "y"] and [c.name for c in CONV.constants] == ["w"]
+
+
+def test_constant_filled_before_every_run(backend):
+    """Does a kernel reading its __constant__ w pass every size, with the taps copied before each run?"""
+    student = PyKernel(conv_ok, w=1024)
+    ctx = make_ctx(CONV, student, PyKernel(conv_ok, w=1024))
+    res = [H.correctness_step(ctx, i) for i in range(len(CONV.sizes))]
+    assert [r["status"] for r in res] == ["passed"] * 3, res
+    assert len(student.calls) == 6 and all(np.any(c != 0) for c in student.calls)
+
+
+def test_reference_kernel_module_gets_the_constants_too(backend):
+    """With reference="kernel", the reference's own module must be filled, or the expected output is 0."""
+    import dataclasses
+    ex = dataclasses.replace(CONV, reference="kernel")
+    ref = PyKernel(conv_ok, w=1024)
+    ctx = make_ctx(ex, PyKernel(conv_ok, w=1024), ref)
+    assert H.correctness_step(ctx, 1)["status"] == "passed"
+    assert ref.calls and np.any(ref.calls[-1][:5] != 0)
+
+
+def test_kernel_ignoring_the_constant_fails(backend):
+    r = H.correctness_step(make_ctx(CONV, PyKernel(conv_zero_taps, w=1024), PyKernel(conv_ok, w=1024)), 1)
+    assert r["status"] == "failed" and "wrong output" in r["message"]
+
+
+def test_timing_fills_each_input_sets_constants(backend):
+    """Timed runs rotate input sets; each set's taps must be in the symbol when its run starts."""
+    student = PyKernel(conv_ok, w=1024)
+    r = H.timing_step(make_ctx(CONV, student, PyKernel(conv_ok, w=1024)))
+    assert r["status"] == "ok", r  # every timed output was checked against its own set's expected output
+    seen = {c[:64].tobytes() for c in student.calls}
+    assert len(seen) == H.TIMING_SETS
