@@ -16,6 +16,7 @@ from ._headers import include_dirs, missing_headers
 from ._launch import Kernel, Module, compile, grid_2d, grid_for
 from ._magic import cell_sources, load_ipython_extension
 from ._preflight import preflight
+from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
 
 __all__ = [
@@ -24,6 +25,6 @@ __all__ = [
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "load_ipython_extension", "measure_ceilings",
-    "missing_headers", "no_gpu_message", "normalize_arch", "preflight", "recorded_ceilings", "require",
+    "missing_headers", "no_gpu_message", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
     "sass_of", "supports",
 ]

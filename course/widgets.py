@@ -151,6 +151,35 @@ class Sweep:
         notes = [f"{self.x}={xv}: {self.note(**dict(fixed, **{self.x: xv}))}" for xv in bad]
         return ax, notes
 
+    def plot_against_model(self, model, *, fixed=None, measured_label="measured", model_label="model",
+                           xlabel=None, ylabel=None, title="", logx=False, ax=None):
+        """The measured (or recorded) curve at ``fixed`` and a model's prediction of it.
+
+        ``model(x, base)`` predicts the metric at x from ``base``, the measured value at x = 1 (or at the
+        first x). Returns the axes, or None with one sentence when there is nothing to draw.
+        """
+        import matplotlib.pyplot as plt
+        pts = [(x, v) for x, v in self.curve(**(fixed or {})) if v is not None]
+        if not pts:
+            print("[no GPU] No recording of this sweep to draw; on a GPU this cell measures it.")
+            return None
+        if ax is None:
+            _fig, ax = plt.subplots(figsize=(8, 4))
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, marker="o", label=measured_label)
+        base = dict(pts).get(1, ys[0])
+        ax.plot(xs, [model(x, base) for x in xs], ls="--", color="gray", marker=".", label=model_label)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel or self.x)
+        ax.set_ylabel(ylabel or self.metric)
+        where = "measured here" if self.live else f"recorded on {self.recorded_on}"
+        ax.set_title(f"{title}: {where}" if title else where, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        return ax
+
     def widget(self):
         """An ipywidgets box: one slider per non-x parameter and the live plot."""
         import ipywidgets as W

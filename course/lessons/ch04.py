@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from .._table import print_table  # noqa: F401  (re-exported: the notebooks call chNN.print_table)
 
 __all__ = [
     "WARP", "SECTOR", "LINE", "WarpAccess", "warp_access", "plot_warp_access", "plot_patterns",
@@ -248,25 +249,6 @@ def prediction_table(patterns=None) -> list:
     return out
 
 
-def print_table(rows: list, floatfmt: str = "{:.3g}") -> None:
-    """Print a list of dicts as an aligned text table (no pandas needed)."""
-    if not rows:
-        print("(nothing to show)")
-        return
-    cols = list(rows[0])
-
-    def fmt(v):
-        if isinstance(v, float):
-            return floatfmt.format(v)
-        return "" if v is None else str(v)
-    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(cols)]
-    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for row in cells:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths)))
-
-
 def plot_patterns(patterns=None, ncols: int = 1):
     """`plot_warp_access` for each pattern, stacked."""
     import matplotlib.pyplot as plt
@@ -442,27 +424,12 @@ def plot_stride_curve(sw, offset: int = 0, ax=None):
     The model: a warp moves ``sectors(stride)`` sectors for 128 useful bytes, so useful bandwidth
     falls as ``4 / sectors`` of the stride-1 figure, flat from stride 8 on (one sector per lane).
     """
-    import matplotlib.pyplot as plt
-    pts = [(s, v) for s, v in sw.curve(offset=offset) if v is not None]
-    if not pts:
-        print("[no GPU] No recording of this sweep to draw; on a GPU this cell measures it.")
-        return None
-    if ax is None:
-        _fig, ax = plt.subplots(figsize=(8, 4))
-    xs, ys = zip(*pts)
-    ax.plot(xs, ys, marker="o", label=f"measured (offset {offset})")
-    base = dict(pts).get(1, ys[0])
-    model = [base * 4 / warp_access(lambda i, s=s: i * s + offset).sectors_per_request for s in xs]
-    ax.plot(xs, model, ls="--", color="gray", label="sector model: stride-1 figure x 4 / sectors per request")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("stride (floats between neighbouring lanes)")
-    ax.set_ylabel("useful GB/s (8 bytes per element touched)")
-    where = "measured here" if sw.live else f"recorded on {sw.recorded_on}"
-    ax.set_title(f"strided scale: {where}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return ax
+    return sw.plot_against_model(
+        lambda s, base: base * 4 / warp_access(lambda i: i * s + offset).sectors_per_request,
+        fixed={"offset": offset}, measured_label=f"measured (offset {offset})",
+        model_label="sector model: stride-1 figure x 4 / sectors per request",
+        xlabel="stride (floats between neighbouring lanes)", ylabel="useful GB/s (8 bytes per element touched)",
+        title="strided scale", logx=True, ax=ax)
 
 
 # --- bars against the ceiling, live or recorded --------------------------------------------------

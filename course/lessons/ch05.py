@@ -277,27 +277,13 @@ def smem_stride_sweep(record: bool | None = None):
 def plot_smem_curve(sw, width: int = 4, ax=None):
     """Measured (or recorded) shared-memory GB/s against stride, with the model: stride-1 figure /
     (wavefronts relative to the conflict-free access)."""
-    import matplotlib.pyplot as plt
-    pts = [(s, v) for s, v in sw.curve(width=width) if v is not None]
-    if not pts:
-        print("[no GPU] No recording of this sweep to draw; on a GPU this cell measures it.")
-        return None
-    if ax is None:
-        _fig, ax = plt.subplots(figsize=(8, 4))
-    xs, ys = zip(*pts)
-    ax.plot(xs, ys, marker="o", label=f"measured, {width}-byte elements")
-    base = dict(pts).get(1, ys[0])
     ideal = bank_access(lambda i: i, width).wavefronts
-    model = [base * ideal / bank_access(lambda i, s=s: i * s, width).wavefronts for s in xs]
-    ax.plot(xs, model, ls="--", color="gray", marker=".", label="bank model: stride-1 figure / conflict factor")
-    ax.set_xlabel("stride (elements between neighbouring lanes)")
-    ax.set_ylabel("GB/s delivered by shared memory (all SMs)")
-    ax.set_yscale("log")
-    where = "measured here" if sw.live else f"recorded on {sw.recorded_on}"
-    ax.set_title(f"strided shared-memory reads: {where}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return ax
+    return sw.plot_against_model(
+        lambda s, base: base * ideal / bank_access(lambda i: i * s, width).wavefronts,
+        fixed={"width": width}, measured_label=f"measured, {width}-byte elements",
+        model_label="bank model: stride-1 figure / conflict factor",
+        xlabel="stride (elements between neighbouring lanes)", ylabel="GB/s delivered by shared memory (all SMs)",
+        title="strided shared-memory reads", ax=ax)
 
 
 # --- the transpose ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from .._table import print_table  # noqa: F401  (re-exported: the notebooks call chNN.print_table)
 
 __all__ = [
     "colmajor_view", "rowmajor_bytes_as_colmajor", "colmajor_gemm", "rowmajor_gemm_by_swap", "swap_arguments",
@@ -205,25 +206,6 @@ def precision_table(n: int = 4096, computes=COMPUTES, seed: int = 0) -> list:
                      "rel_error": err})
     cupy.get_default_memory_pool().free_all_blocks()
     return rows
-
-
-def print_table(rows: list, columns=None) -> None:
-    """Print a list of dicts as an aligned text table (floats with 4 significant digits)."""
-    if not rows:
-        print("(no rows)")
-        return
-    columns = columns or list(rows[0])
-
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.3e}" if v and (abs(v) < 1e-2 or abs(v) >= 1e5) else f"{v:.4g}"
-        return "" if v is None else str(v)
-    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    print("  ".join("-" * w for w in widths))
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
 def size_runner():

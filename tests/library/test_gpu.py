@@ -6,6 +6,19 @@ import course
 
 pytestmark = pytest.mark.gpu
 
+WMMA_TILE = r'''#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void tile(const half* a, const half* b, float* c) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}'''
+
 SAXPY = r'''
 extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -73,26 +86,21 @@ def test_big_dynamic_shared_memory(cp):
     course.assert_close(out, np.arange(n, dtype=np.float32)[::-1])
 
 
-def test_wmma_runs_and_sass_has_hmma(cp):
-    """Does a WMMA kernel compile from the pip headers, give the right tile, and show HMMA in SASS?"""
-    src = r'''#include <mma.h>
-    using namespace nvcuda;
-    extern "C" __global__ void tile(const half* a, const half* b, float* c) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-        wmma::fill_fragment(fc, 0.0f);
-        wmma::load_matrix_sync(fa, a, 16);
-        wmma::load_matrix_sync(fb, b, 16);
-        wmma::mma_sync(fc, fa, fb, fc);
-        wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
-    }'''
-    m = course.compile(src)
+def run_wmma_tile():
+    """One 16x16x16 WMMA tile checked against NumPy; the module, for its SASS."""
+    import cupy as cp
+    m = course.compile(WMMA_TILE)
     a = cp.random.standard_normal((16, 16)).astype(cp.float16)
     b = cp.random.standard_normal((16, 16)).astype(cp.float16)
     c = cp.full((16, 16), cp.nan, cp.float32)
     m.tile(1, 32, a, b, c)
     course.assert_close(c, a.get().astype(np.float32) @ b.get().astype(np.float32), rtol=1e-3)
+    return m
+
+
+def test_wmma_runs_and_sass_has_hmma(cp):
+    """Does a WMMA kernel compile from the pip headers, give the right tile, and show HMMA in SASS?"""
+    m = run_wmma_tile()
     try:
         sass = m.sass()
     except FileNotFoundError as exc:
@@ -143,27 +151,9 @@ def test_wmma_from_pip_only_headers(cp, tmp_path):
                            capture_output=True, text=True, env=env)
     if probe.stdout.strip() == "0":
         pytest.skip("CUDA headers here come from a toolkit or conda, not from pip wheels")
-    code = r'''
-import numpy as np, cupy as cp, course
-src = """#include <mma.h>
-using namespace nvcuda;
-extern "C" __global__ void tile(const half* a, const half* b, float* c) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-    wmma::fill_fragment(fc, 0.0f);
-    wmma::load_matrix_sync(fa, a, 16); wmma::load_matrix_sync(fb, b, 16);
-    wmma::mma_sync(fc, fa, fb, fc);
-    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
-}"""
-assert not course.missing_headers(), course.missing_headers()
-m = course.compile(src)
-a = cp.random.standard_normal((16, 16)).astype(cp.float16); b = cp.random.standard_normal((16, 16)).astype(cp.float16)
-c = cp.full((16, 16), cp.nan, cp.float32)
-m.tile(1, 32, a, b, c)
-course.assert_close(c, a.get().astype(np.float32) @ b.get().astype(np.float32), rtol=1e-3)
-print("ok", course.include_dirs())
-'''
+    code = ("import sys, course; sys.path.insert(0, 'tests/library'); from test_gpu import run_wmma_tile; "
+            "assert not course.missing_headers(), course.missing_headers(); run_wmma_tile(); "
+            "print('ok', course.include_dirs())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]

@@ -67,3 +67,28 @@ def test_roofline_and_timeline_draw():
     assert any("ridge" in t.get_text() for t in ax.texts)
     ax = plots.timeline([("s0", "H2D", 0, 1), ("s0", "kernel", 1, 2), ("s1", "H2D", 1, 2)])
     assert len(ax.patches) == 3
+
+
+def test_plot_against_model_uses_the_stride_1_base(tmp_path, no_gpu, capsys):
+    """Does the model curve start from the measured value at x = 1, and is an empty sweep one sentence?"""
+    rec = tmp_path / "m.json"
+    rec.write_text(json.dumps({"gpu": "NVIDIA H100", "points": [
+        {"values": {"stride": 1}, "value": 100.0}, {"values": {"stride": 2}, "value": 60.0}]}))
+    s = widgets.Sweep(lambda **v: 0, {"stride": [1, 2]}, metric="GB/s", recorded=rec)
+    ax = s.plot_against_model(lambda x, base: base / x, title="t")
+    measured, model = ax.lines
+    assert list(model.get_ydata()) == [100.0, 50.0] and list(measured.get_ydata()) == [100.0, 60.0]
+    assert "recorded on NVIDIA H100" in ax.get_title()
+    empty = widgets.Sweep(lambda **v: 0, {"stride": [1]}, metric="GB/s", recorded=tmp_path / "none.json")
+    assert empty.plot_against_model(lambda x, b: b) is None
+    assert capsys.readouterr().out.startswith("[no GPU]")
+
+
+def test_print_table(capsys):
+    """Does the shared table printer align columns, format floats and say when there are no rows?"""
+    import course
+    course.print_table([{"a": 1, "b": 0.000123}, {"a": 22, "b": 12.5}])
+    course.print_table([])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "a  | b        " and out[2] == "1  | 1.230e-04" and out[3] == "22 | 12.5     "
+    assert out[-1] == "(no rows)"
