@@ -259,11 +259,17 @@ def _validate_sizes(ex, where):
         if sum(isinstance(v, L2Multiple) for v in case.values()) > 1:
             raise where.error("sizes", f"case {case!r}: only one variable per case can be LARGER_THAN_L2")
     literal = [c for c in ex.sizes if not any(isinstance(v, L2Multiple) for v in c.values())]
+    # a contract like "k a multiple of 16" (size_multiples) moves the edge cases to multiples of that unit
+    unit = {k: int(ex.size_multiples.get(k, 1) or 1) for k in ex.size_names}
+    for c in literal:
+        for k, v in c.items():
+            if v % unit.get(k, 1):
+                raise where.error("sizes", f"case {c!r}: {k} = {v} is not a multiple of {unit[k]} (size_multiples)")
     missing = []
-    if not any(all(v == 1 for v in c.values()) for c in literal):
-        missing.append("a case where every size is 1")
-    if not any(_is_prime(int(v)) and v > 2 for c in literal for v in c.values()):
-        missing.append("a prime size (an odd one, e.g. 1_000_003)")
+    if not any(all(v == unit.get(k, 1) for k, v in c.items()) for c in literal):
+        missing.append("a case where every size is 1" + (" (or its size_multiples unit)" if ex.size_multiples else ""))
+    if not any(_is_prime(int(v) // unit.get(k, 1)) and v // unit.get(k, 1) > 2 for c in literal for k, v in c.items()):
+        missing.append("a prime size (an odd one, e.g. 1_000_003" + (", or a unit times a prime" if ex.size_multiples else "") + ")")
     if not any(v > 1 and v % _WARP != 0 for c in literal for v in c.values()):
         missing.append("a size > 1 that is not a multiple of the block size (e.g. 33)")
     big = [c for c in ex.sizes if any(isinstance(v, L2Multiple) for v in c.values())

@@ -305,6 +305,9 @@ class Exercise:
     deterministic: bool = True
     min_cc: tuple = (7, 0)
     required_sass: tuple = ()
+    # size name -> multiple that a LARGER_THAN_L2 value of it is rounded up to (instead of made odd), for
+    # contracts such as WMMA's "m a multiple of 16"
+    size_multiples: dict = dataclasses.field(default_factory=dict)
     floor_bytes: Callable | None = None
     floor_flops: Callable | None = None
     timeout_s: float = 10.0
@@ -399,7 +402,8 @@ class Exercise:
                 hi = mid
             else:
                 lo = mid + 1
-        v = hi | 1  # odd: never a multiple of a power-of-two block size
+        mult = int(self.size_multiples.get(key, 0) or 0)
+        v = -(-hi // mult) * mult if mult > 1 else hi | 1  # odd: never a multiple of a power-of-two block size
         return {k: (v if k == key else fixed[k]) for k in case}
 
     def default_speed_size(self) -> dict:

@@ -69,8 +69,10 @@ class Sweep:
             if not self.live:
                 return None
             try:
-                v = float(self.run(**values))
-                self.results[k] = (v, "")
+                got = self.run(**values)
+                # run may return (metric, note): the note (registers, occupancy...) is shown with the plot
+                v, note = (got if isinstance(got, tuple) else (got, ""))
+                self.results[k] = (float(v), str(note))
             except Exception as exc:  # an invalid choice is information, not a crash
                 self.results[k] = (None, f"{type(exc).__name__}: {exc}".splitlines()[0])
         return self.results[k][0]
@@ -196,6 +198,11 @@ class Sweep:
                 plt.show()
                 for n in notes:
                     print("invalid:", n)
+                fixed = {k: s.value for k, s in sliders.items()}
+                for xv in self.params[self.x]:
+                    vals = dict(fixed, **{self.x: xv})
+                    if self.results.get(_key(vals), (None, ""))[0] is not None and self.note(**vals):
+                        print(f"{self.x}={xv}: {self.note(**vals)}")
         for s in sliders.values():
             s.observe(redraw, names="value")
         redraw()

@@ -147,3 +147,30 @@ def test_expressions_are_restricted():
     for bad in ("__import__('os')", "n.real", "[n]", "lambda: 1"):
         with pytest.raises(SpecError):
             evaluate(bad, {"n": 1})
+
+
+def test_size_multiples_move_the_edge_cases_to_the_unit(tmp_path):
+    """A contract "n a multiple of 16" needs 16 (not 1), 16 x a prime, and rounds LARGER_THAN_L2 up to 16s."""
+    ok = dict(sizes='[{"n": 16}, {"n": 48}, {"n": 272}, {"n": LARGER_THAN_L2}]', extra='size_multiples={"n": 16},')
+    (ex,) = load_spec_file(write_spec(tmp_path, **ok))
+    l2 = 50 << 20
+    n = ex.resolve_sizes({"n": LARGER_THAN_L2}, l2)["n"]
+    assert n % 16 == 0 and 8 * n >= 2 * l2 and 8 * (n - 16) < 2 * l2
+    assert "not a multiple of 16" in load_error(tmp_path, sizes='[{"n": 16}, {"n": 33}, {"n": 272}, {"n": LARGER_THAN_L2}]',
+                                                extra='size_multiples={"n": 16},')
+    assert "unit times a prime" in load_error(tmp_path, sizes='[{"n": 16}, {"n": 144}, {"n": 64}, {"n": LARGER_THAN_L2}]',
+                                              extra='size_multiples={"n": 16},')
+    assert "every size is 1" in load_error(tmp_path, sizes='[{"n": 32}, {"n": 48}, {"n": 272}, {"n": LARGER_THAN_L2}]',
+                                           extra='size_multiples={"n": 16},')
+
+
+def test_gemm_chapters_keep_their_contracts():
+    """Chapter 08's big cases honour WMMA's multiples of 16 and mma_gemm's n, k multiples of 8."""
+    l2 = 50 << 20
+    w = get_exercise("08_tensor_cores", "wmma_gemm")
+    big = next(c for c in w.sizes if any(not isinstance(v, int) for v in c.values()))
+    s = w.resolve_sizes(big, l2)
+    assert all(v % 16 == 0 for v in s.values())
+    m = get_exercise("08_tensor_cores", "mma_gemm")
+    assert all(c["n"] % 8 == 0 and c["k"] % 8 == 0 for c in m.sizes)
+    assert m.required_sass == ("HMMA",)

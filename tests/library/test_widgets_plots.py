@@ -92,3 +92,16 @@ def test_print_table(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "a  | b        " and out[2] == "1  | 1.230e-04" and out[3] == "22 | 12.5     "
     assert out[-1] == "(no rows)"
+
+
+def test_run_may_return_a_note_with_the_metric(tmp_path, no_gpu, monkeypatch):
+    """A run returning (metric, note) keeps both, and the note survives a save and a replay."""
+    s = widgets.Sweep(lambda tile: (2.0 * tile, f"{tile} regs"), {"tile": [1, 2]}, metric="TFLOP/s",
+                      recorded=tmp_path / "n.json")
+    s.live = True
+    assert s.curve() == [(1, 2.0), (2, 4.0)]
+    assert s.note(tile=2) == "2 regs"
+    monkeypatch.setattr(_env, "device_info", lambda: type("D", (), {"name": "Fake GPU"})())
+    s.save()
+    r = widgets.Sweep(lambda tile: 1 / 0, {"tile": [1, 2]}, metric="TFLOP/s", recorded=tmp_path / "n.json")
+    assert r.curve() == [(1, 2.0), (2, 4.0)] and r.note(tile=1) == "1 regs"

@@ -1,0 +1,99 @@
+"""Chapter 08 (tensor cores): BF16 inputs, FP32 accumulation and output, row-major matrices.
+
+bf16 values travel as their bits (uint16 arrays, `unsigned short*` in the kernel); the inputs are
+uniform in [-1, 1) rounded to bf16, and the float64 reference multiplies those rounded values, so only
+FP32 accumulation separates a correct kernel from it (rtol 1e-4 plus 1e-4 x the largest output).
+
+wmma_gemm: WMMA fragments, M, N, K multiples of 16; correctness points only. Needs sm_80 (bf16 WMMA).
+
+mma_gemm: mma.sync m16n8k16 by inline PTX, any M, N and K multiples of 8. The grader confirms HMMA
+instructions in the student's SASS (no tensor cores: no points). Speed points against
+solutions/08_tensor_cores/mma_gemm.cu (ldmatrix, 4-stage cp.async, XOR swizzle; float output) at
+4096^3: full at 0.5 of it, half at 0.25. The lesson's first mma.sync GEMM (no cp.async, padded shared
+memory, 64 x 64 tiles) is expected between the two (to confirm on a GPU with a calibration submission).
+Format: autograder/SPEC_FORMAT.md.
+"""
+import numpy as np
+
+from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, Tolerance, cdiv
+
+
+def bf16_uniform(rng, shape, dtype):
+    """bf16 bits of uniform [-1, 1) values, rounded to nearest even."""
+    u = rng.uniform(-1, 1, shape).astype(np.float32).view(np.uint32)
+    return ((u + (((u >> 16) & 1) + 0x7FFF)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits):
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def reference(v):
+    return {"c": (from_bf16(v["a"]).astype(np.float64) @ from_bf16(v["b"]).astype(np.float64)).astype(np.float32)}
+
+
+def _params():
+    return [
+        In("a", np.uint16, ("m", "k"), gen=bf16_uniform),
+        In("b", np.uint16, ("k", "n"), gen=bf16_uniform),
+        Out("c", np.float32, ("m", "n")),
+        Scalar("m", "int", "m"),
+        Scalar("n", "int", "n"),
+        Scalar("k", "int", "k"),
+    ]
+
+
+def wmma_launch(sizes, cfg):
+    return (cdiv(sizes["n"], 64), sizes["m"] // 16), 128, 0
+
+
+def mma_launch(sizes, cfg):
+    grid = cdiv(sizes["m"], cfg["bm"]) * cdiv(sizes["n"], cfg["bn"])
+    return grid, cfg["threads"], cfg["smem"]
+
+
+EXERCISES = [
+    Exercise(
+        name="wmma_gemm",
+        kernel="wmma_gemm",
+        source_file="wmma_gemm.cu",
+        description=("c = a @ b with a (m x k) and b (k x n) bf16 bits, c float, row-major; m, n, k multiples "
+                     "of 16. WMMA 16 x 16 x 16 fragments, one warp per 16 x 16 tile of c: grid "
+                     "(ceil(n / 64), m / 16), block 128 (4 warps along n)."),
+        params=_params(),
+        sizes=[{"m": 16, "n": 16, "k": 16}, {"m": 48, "n": 80, "k": 32}, {"m": 272, "n": 144, "k": 528},
+               {"m": 1024, "n": 1040, "k": 512}, {"m": LARGER_THAN_L2, "n": 272, "k": 64}],
+        size_multiples={"m": 16, "n": 16, "k": 16},
+        launch=wmma_launch,
+        launch_defaults={},
+        reference=reference,
+        tolerance=Tolerance(rtol=1e-4),
+        points=Points(correctness=5, speed=0),
+        timeout_s=20.0,
+    ),
+    Exercise(
+        name="mma_gemm",
+        kernel="mma_gemm",
+        source_file="mma_gemm.cu",
+        description=("c = a @ b with a (m x k) and b (k x n) bf16 bits, c float, row-major; any m, n and k "
+                     "multiples of 8. mma.sync m16n8k16 tensor-core instructions (inline PTX). 1-D grid of "
+                     "ceil(m / bm) * ceil(n / bn) blocks; LAUNCH sets bm, bn, threads and smem (dynamic "
+                     "shared bytes); the defaults are the reference's 128 x 256, 256 threads, 98304 bytes."),
+        params=_params(),
+        sizes=[{"m": 1, "n": 8, "k": 8}, {"m": 129, "n": 136, "k": 40}, {"m": 777, "n": 264, "k": 520},
+               {"m": 1009, "n": 1032, "k": 1000}, {"m": 256, "n": 512, "k": 4096},
+               {"m": LARGER_THAN_L2, "n": 264, "k": 64}],
+        size_multiples={"n": 8, "k": 8},
+        speed_size={"m": 4096, "n": 4096, "k": 4096},
+        launch=mma_launch,
+        launch_defaults={"bm": 128, "bn": 256, "threads": 256, "smem": 98304},
+        reference=reference,
+        tolerance=Tolerance(rtol=1e-4),
+        points=Points(correctness=4, speed=6),
+        speed_threshold=0.5,
+        speed_tiers=((0.25, 0.5),),
+        required_sass=("HMMA",),
+        floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+        timeout_s=20.0,
+    ),
+]
