@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 
 from ._errors import CompileError
@@ -42,13 +43,16 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     options = shlex.split(args.options)
     have_gpu = gpu_available()
     arch = normalize_arch(args.arch) if args.arch else None
-    if have_gpu and args.requires:
-        need = normalize_arch(args.requires)
+    # a cell that opens like a solution file (`// requires: sm_80`) says the same as --requires
+    first = re.match(r"\s*//\s*requires:\s*(sm_\d+a?)\s*$", cell.split("\n", 1)[0])
+    requires = args.requires or (first.group(1) if first else None)
+    if have_gpu and requires:
+        need = normalize_arch(requires)
         if device_info().cc < arch_cc(need):
             print(f"This cell needs {need} or newer; this GPU is {device_info().arch}. It was compiled for "
                   f"{need} only, to show that it builds; the lesson's fallback path follows.")
             have_gpu, arch = False, need
-    target = arch or (device_info().arch if have_gpu else normalize_arch(args.requires or "sm_80"))
+    target = arch or (device_info().arch if have_gpu else normalize_arch(requires or "sm_80"))
     try:
         prog = compile_for_arch(cell, target, options=options)
     except CompileError as exc:

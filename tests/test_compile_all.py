@@ -65,7 +65,8 @@ def notebook_kernels(nb: dict, where: str) -> list[Kernel]:
             continue
         line, _, body = src.partition("\n")
         flags = parse_cuda_line(line)
-        found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires"),
+        first = REQUIRES_LINE.match(body.split("\n", 1)[0])   # a body that opens like a .cu file
+        found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires") or (first.group(1) if first else None),
                             arch=flags.get("arch"),
                             options=tuple(shlex.split(flags.get("options", "")))))
     return found

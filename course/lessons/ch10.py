@@ -459,7 +459,8 @@ def fused_vs_separate(m: int = 8192, n: int = 8192, k: int = 1024, compute: str 
 # Recorded results (CPU)
 # ---------------------------------------------------------------------------------------------
 
-def recorded_rows(chapters=("00_ceilings", "06_building_blocks", "10_cublas"), results_dir=None) -> list:
+def recorded_rows(chapters=("00_ceilings", "06_building_blocks", "07_staged_gemm", "08_tensor_cores", "10_cublas"),
+                  results_dir=None) -> list:
     """Rows of every ``benchmarks/results/*.json`` for ``chapters``, each with its ``gpu`` name added."""
     out = []
     for path in sorted(Path(results_dir or REPO / "benchmarks" / "results").glob("*.json")):
@@ -481,7 +482,8 @@ def comparison_rows(rows=None) -> list:
         ``gpu``, ``chapter``, ``row``, ``value`` (with unit) and ``ratio`` to its anchor, where recorded.
     """
     rows = recorded_rows() if rows is None else rows
-    keep = ("cuBLAS", "TF32", "SGEMM", "BF16", "reduction", "reduce", "scan", "histogram", "cuBLASLt", "fused")
+    keep = ("cuBLAS", "TF32", "SGEMM", "BF16", "reduction", "reduce", "scan", "histogram", "cuBLASLt", "fused",
+            "stage ", "mma_gemm", "mma.sync")
     table = []
     for r in rows:
         if not any(w.lower() in r["name"].lower() for w in keep):

@@ -108,6 +108,7 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     float* C = C_out;
 #endif
     extern __shared__ __align__(128) unsigned char smem[];
+    // ### BEGIN SOLUTION
     bf16* As = reinterpret_cast<bf16*>(smem);
     bf16* Bs = As + STAGES * BM * BK;
 
@@ -311,4 +312,5 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
                 }
             }
 #endif
+    // ### END SOLUTION
 }
