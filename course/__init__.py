@@ -8,7 +8,7 @@ Importing it touches no GPU; functions that need one raise `NoGPUError` with a c
 """
 from ._ceilings import Ceilings, ceilings, measure_ceilings, recorded_ceilings
 from ._check import CheckResult, assert_close, check, default_tolerance
-from ._compile import Program, Resources, arch_cc, compile_for_arch, normalize_arch, sass_of
+from ._compile import Program, Resources, arch_cc, compile_for_arch, declared_arch, normalize_arch, sass_of
 from ._env import (FEATURES, DeviceInfo, device_info, gpu_available, gpu_slug, no_gpu_message, require,
                    supports)
 from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, LaunchError, NoGPUError
@@ -23,7 +23,7 @@ __all__ = [
     "BenchResult", "Ceilings", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
-    "compile_for_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
+    "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "load_ipython_extension", "measure_ceilings",
     "missing_headers", "no_gpu_message", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
     "sass_of", "supports",

@@ -22,10 +22,21 @@ from ._errors import CompileError
 from ._headers import include_dirs
 from ._signature import parse_kernels
 
-__all__ = ["Program", "Resources", "compile_for_arch", "cache_dir", "sass_of", "normalize_arch", "arch_cc",
+__all__ = ["Program", "Resources", "compile_for_arch", "declared_arch", "cache_dir", "sass_of", "normalize_arch", "arch_cc",
            "DEFAULT_OPTIONS"]
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
+_REQUIRES_LINE = re.compile(r"^\s*//\s*requires:\s*(sm_\d+a?)\s*$")
+
+
+def declared_arch(source: str) -> str | None:
+    """The arch a source asks for on its first line (``// requires: sm_80``), or None.
+
+    Solution files and the graded cells copied from them start this way; the %%cuda magic and the
+    compile-everything test read it so that an sm_80 kernel is not compiled for an sm_75 GPU.
+    """
+    m = _REQUIRES_LINE.match(source.split("\n", 1)[0])
+    return m.group(1) if m else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 
 from ._errors import CompileError
@@ -28,7 +27,7 @@ def _usage_error(msg):
 
 def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     """Compile ``cell``; put its kernels in ``namespace``; return them. Used by the `%%cuda` magic."""
-    from ._compile import arch_cc, compile_for_arch, normalize_arch
+    from ._compile import declared_arch, arch_cc, compile_for_arch, normalize_arch
     from ._env import device_info, gpu_available
     from ._launch import Module
     from ._signature import parse_kernels
@@ -43,9 +42,7 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     options = shlex.split(args.options)
     have_gpu = gpu_available()
     arch = normalize_arch(args.arch) if args.arch else None
-    # a cell that opens like a solution file (`// requires: sm_80`) says the same as --requires
-    first = re.match(r"\s*//\s*requires:\s*(sm_\d+a?)\s*$", cell.split("\n", 1)[0])
-    requires = args.requires or (first.group(1) if first else None)
+    requires = args.requires or declared_arch(cell)   # `// requires: sm_80` says the same as --requires
     if have_gpu and requires:
         need = normalize_arch(requires)
         if device_info().cc < arch_cc(need):

@@ -21,7 +21,7 @@ from repo_helpers import (REPO, all_notebooks, exercise_notebooks, fail_on, impo
                       read_json_notebook, rel)
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
-REQUIRES_LINE = re.compile(r"^\s*//\s*requires:\s*(sm_\d+a?)\s*$")
+declared_arch = import_course().declared_arch   # the `// requires: sm_80` first line
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,7 @@ def solution_kernels() -> list[Kernel]:
     found = []
     for path in sorted((REPO / "solutions").rglob("*.cu")):
         text = path.read_text(encoding="utf-8")
-        m = REQUIRES_LINE.match(text.split("\n", 1)[0])
-        found.append(Kernel(rel(path), text, requires=m.group(1) if m else None))
+        found.append(Kernel(rel(path), text, requires=declared_arch(text)))
     return found
 
 
@@ -65,8 +64,7 @@ def notebook_kernels(nb: dict, where: str) -> list[Kernel]:
             continue
         line, _, body = src.partition("\n")
         flags = parse_cuda_line(line)
-        first = REQUIRES_LINE.match(body.split("\n", 1)[0])   # a body that opens like a .cu file
-        found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires") or (first.group(1) if first else None),
+        found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires") or declared_arch(body),
                             arch=flags.get("arch"),
                             options=tuple(shlex.split(flags.get("options", "")))))
     return found
@@ -135,5 +133,5 @@ def test_requires_flags_parse():
     assert parse_cuda_line('%%cuda --requires sm_80 --name k --options "-DT=4 -O3"') == \
         {"requires": "sm_80", "options": "-DT=4 -O3"}
     assert parse_cuda_line("%%cuda --arch=sm_90a --no-run") == {"arch": "sm_90a"}
-    assert REQUIRES_LINE.match("// requires: sm_80").group(1) == "sm_80"
-    assert not REQUIRES_LINE.match("// needs sm_80")
+    assert declared_arch("// requires: sm_80\nint x;") == "sm_80"
+    assert declared_arch("// needs sm_80") is None and declared_arch("int x;\n// requires: sm_80") is None

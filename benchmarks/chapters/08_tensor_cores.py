@@ -12,9 +12,7 @@ SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "08_tensor_cores
 
 
 def rows(ctx) -> list:
-    import cupy
     import course
-    from course._cublas import from_bf16
     from course.lessons import ch07, ch08
     size = ch08.SIZE
     flops = ch07.gemm_flops(size, size, size)
@@ -32,30 +30,32 @@ def rows(ctx) -> list:
                        "TFLOP/s", anchor=anchor, anchor_value=base,
                        note="cuBLAS reaches beyond it with Hopper's wgmma"))
 
-    # the lesson's first mma.sync GEMM and the graded WMMA reference, float out
-    a, b, _c = ch07.make_inputs(size, size, size, "bf16", seed=7)
-    c32 = cupy.empty((size, size), cupy.float32)
+    # the lesson's first mma.sync GEMM and the graded references, float out, launched with the grader's
+    # geometry (the specs' launch functions)
+    from autograder import get_exercise
     simple = ch08.simple_gemm()
-    wmma = course.compile((SOLUTIONS / "wmma_gemm.cu").read_text()).kernel("wmma_gemm")
-    graded = course.compile((SOLUTIONS / "mma_gemm.cu").read_text()).kernel("mma_gemm")
-    runs = {
-        "simple": lambda: simple(a, b, c32),
-        "wmma": lambda: wmma((size // 64, size // 16), 128, a, b, c32, size, size, size),
-        "graded": lambda: graded((size // 128) * (size // 256), 256, a, b, c32, size, size, size, shared_mem=98304),
-    }
-    sa, sb, _ = ch07.make_inputs(1024, 1024, 1024, "bf16", seed=8)
-    small = cupy.empty((1024, 1024), cupy.float32)
-    checks = {
-        "simple": lambda: simple(sa, sb, small),
-        "wmma": lambda: wmma((1024 // 64, 1024 // 16), 128, sa, sb, small, 1024, 1024, 1024),
-        "graded": lambda: graded(4 * 8, 256, sa, sb, small, 1024, 1024, 1024, shared_mem=98304),
-    }
-    for name, fn in checks.items():
-        small.fill(cupy.nan)
-        fn()
-        ref = from_bf16(sa).astype(cupy.float64) @ from_bf16(sb).astype(cupy.float64)
-        res = course.check(small.astype(cupy.float64), ref, rtol=0, atol=1e-4 * float(cupy.abs(ref).max()), name=name)
-        assert res, f"{name} wrong at 1024^3: {res.message}"
+    graded = {}
+    for name in ("wmma_gemm", "mma_gemm"):
+        ex = get_exercise("08_tensor_cores", name)
+        graded[name] = (ex, course.compile((SOLUTIONS / ex.source_file).read_text()).kernel(ex.kernel))
+
+    def launcher(name, a, b, c):
+        if name == "simple":
+            return lambda: simple(a, b, c)
+        ex, kern = graded[name]
+        (m, k), n = a.shape, b.shape[1]
+        grid, block, smem = ex.launch({"m": m, "n": n, "k": k}, ex.launch_defaults)
+        return lambda: kern(grid, block, a, b, c, m, n, k, shared_mem=smem)
+
+    # every output checked first, at shapes each contract allows but no tile divides
+    for name, shape in (("simple", (512, 640, 256)), ("wmma_gemm", (272, 144, 528)), ("mma_gemm", (1009, 1032, 1000))):
+        sa, sb, sc = ch07.make_inputs(*shape, "bf16", seed=8, out="float32")
+        launcher(name, sa, sb, sc)()
+        res = ch07.check_gemm(sc, sa, sb, "bf16", name=name)
+        assert res, f"{name} wrong at {shape}: {res.message}"
+    a, b, c32 = ch07.make_inputs(size, size, size, "bf16", seed=7, out="float32")
+    runs = {k: launcher(name, a, b, c32) for k, name in (("simple", "simple"), ("wmma", "wmma_gemm"),
+                                                          ("graded", "mma_gemm"))}
     t = ctx.interleaved(runs)
     tf = {k: v.tflops(flops) for k, v in t.items()}
     out += [

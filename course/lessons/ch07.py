@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "SIZE", "NAIVE_SRC", "COALESCED_SRC", "REG1D_SRC", "REG2D_SRC", "WMMA_SRC", "Stage", "STAGES",
-    "solution_source", "gemm_flops", "stage_intensity", "make_inputs", "check_gemm", "Lesson",
+    "solution_source", "gemm_flops", "stage_intensity", "values64", "make_inputs", "check_gemm", "Lesson",
     "measure_stages", "show_stages", "plot_stages", "roofline_points", "tile_config", "tile_sweep",
 ]
 
@@ -310,8 +310,9 @@ class Stage:
     kernel: str
     source: str                    # a name of this module (…_SRC) or "solution:<file>"
     options: tuple = ()
-    block_tile: tuple = (1, 1)     # (BM, BN) outputs per block, for the intensity model
-    threads: int = 256
+    block_tile: tuple = (1, 1)     # (BM, BN): the C tile of one block (grid and intensity model)
+    block: object = 256            # threads per block (an int, or (x, y))
+    smem: int = 0                  # dynamic shared bytes
 
     def text(self) -> str | None:
         if self.source.startswith("solution:"):
@@ -320,37 +321,31 @@ class Stage:
 
     def launch(self, m: int, n: int, k: int) -> tuple:
         """(grid, block, dynamic shared bytes) for an m x n x k product."""
-        if self.key == "naive":
-            return (_cdiv(m, 32), _cdiv(n, 8)), (32, 8), 0
-        if self.key == "coalesced":
-            return (_cdiv(n, 32), _cdiv(m, 8)), (32, 8), 0
-        if self.key == "tiled":
-            return (_cdiv(n, 32), _cdiv(m, 32)), (32, 32), 0
         bm, bn = self.block_tile
-        smem = _wmma_smem(int(dict(o[2:].split("=") for o in self.options).get("STAGES", 2))) \
-            if self.kernel == "gemm_wmma" else 0
-        return (_cdiv(n, bn), _cdiv(m, bm)), self.threads, smem
+        if self.key == "naive":        # the one stage whose x runs down the rows of C
+            return (_cdiv(m, bm), _cdiv(n, bn)), self.block, self.smem
+        return (_cdiv(n, bn), _cdiv(m, bm)), self.block, self.smem
 
 
 STAGES = [
     Stage("1", "naive", "naive: one output per thread, x down a column", "fp32", "gemm_naive", "NAIVE_SRC",
-          block_tile=(32, 8)),
+          block_tile=(32, 8), block=(32, 8)),
     Stage("2", "coalesced", "coalesced: x along a row", "fp32", "gemm_coalesced", "COALESCED_SRC",
-          block_tile=(8, 32)),
+          block_tile=(8, 32), block=(32, 8)),
     Stage("3", "tiled", "shared-memory tiles 32 x 32", "fp32", "sgemm_tiled", "solution:sgemm_tiled",
-          block_tile=(32, 32), threads=1024),
+          block_tile=(32, 32), block=(32, 32)),
     Stage("4", "reg1d", "register tiles 1D (8 outputs/thread)", "fp32", "gemm_reg1d", "REG1D_SRC",
-          block_tile=(64, 64), threads=512),
+          block_tile=(64, 64), block=512),
     Stage("5", "reg2d", "register tiles 2D (8 x 8 outputs/thread)", "fp32", "gemm_reg2d", "REG2D_SRC",
           block_tile=(128, 128)),
     Stage("6", "vector", "float4 loads, transposed A, double buffer", "fp32", "sgemm_regtile",
           "solution:sgemm_regtile", block_tile=(128, 128)),
     Stage("7", "wmma", "WMMA BF16, shared-memory tiles", "bf16", "gemm_wmma", "WMMA_SRC", ("-DSTAGES=1",),
-          block_tile=(128, 128)),
+          block_tile=(128, 128), smem=_wmma_smem(1)),
     Stage("8a", "wmma_db", "WMMA + cp.async double buffer", "bf16", "gemm_wmma", "WMMA_SRC", ("-DSTAGES=2",),
-          block_tile=(128, 128)),
+          block_tile=(128, 128), smem=_wmma_smem(2)),
     Stage("8b", "wmma_ms", "WMMA + cp.async 4 stages", "bf16", "gemm_wmma", "WMMA_SRC", ("-DSTAGES=4",),
-          block_tile=(128, 128)),
+          block_tile=(128, 128), smem=_wmma_smem(4)),
 ]
 
 
@@ -374,37 +369,58 @@ def stage_intensity(stage: Stage, m: int = SIZE, n: int = SIZE, k: int = SIZE) -
     return 2 * bm * bn / ((bm + bn) * elem)
 
 
-def make_inputs(m: int, n: int, k: int, precision: str = "fp32", seed: int = 0):
-    """CuPy A, B (standard normal; bf16 bits as uint16 for "bf16") and C poisoned (NaN)."""
+_POISON16 = {"bf16": 0x7FC0, "fp16": 0x7E00}   # the NaN bit patterns of each 16-bit format
+
+
+def values64(x, precision: str = "fp32"):
+    """The float64 values of an operand: float32 as is, "bf16"/"fp16" given as their uint16 bits."""
+    import cupy
+    from course._cublas import from_bf16
+    if precision == "bf16":
+        return from_bf16(x).astype(cupy.float64)
+    if precision == "fp16":
+        return x.view(cupy.float16).astype(cupy.float64)
+    return x.astype(cupy.float64)
+
+
+def make_inputs(m: int, n: int, k: int, precision: str = "fp32", seed: int = 0, out: str | None = None):
+    """CuPy A, B (standard normal, as float32 or as "bf16"/"fp16" bits in uint16) and C full of NaN.
+
+    ``out`` is C's type: by default the inputs' own (what cuBLAS writes), ``"float32"`` for kernels that
+    write their FP32 accumulators.
+    """
     import cupy
     from course._cublas import to_bf16
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"`precision` should be 'fp32', 'bf16' or 'fp16'; got {precision!r}")
     rng = cupy.random.default_rng(seed)
     a = rng.standard_normal((m, k), dtype=cupy.float32)
     b = rng.standard_normal((k, n), dtype=cupy.float32)
     if precision == "bf16":
-        return to_bf16(a), to_bf16(b), cupy.full((m, n), 0x7FC0, dtype=cupy.uint16)   # bf16 NaN
-    return a, b, cupy.full((m, n), cupy.nan, dtype=cupy.float32)
+        a, b = to_bf16(a), to_bf16(b)
+    elif precision == "fp16":
+        a, b = (x.astype(cupy.float16).view(cupy.uint16) for x in (a, b))
+    if (out or precision) in ("fp32", "float32"):
+        return a, b, cupy.full((m, n), cupy.nan, dtype=cupy.float32)
+    return a, b, cupy.full((m, n), _POISON16[precision], dtype=cupy.uint16)
 
 
 def check_gemm(c, a, b, precision: str = "fp32", name: str = "C"):
-    """Compare ``c`` with a float64 product of the same inputs.
+    """Compare ``c`` with the float64 product of the same inputs (``precision`` names their format).
 
-    FP32: each output is a sum of K products rounded along the way, within ``1e-4 x max|C|``.
-    BF16 output: one final rounding to 8 significant bits (relative 2^-9) on top of FP32 sums, so
-    ``8e-3 x max|C|``; a wrong index or a missing k-slice is off by O(max|C|) and still fails.
+    A float32 ``c`` holds FP32 sums of K products rounded along the way: within ``1e-4 x max|C|``. A
+    16-bit ``c`` (uint16 bits of the inputs' format) adds one final rounding to 8 or 11 significant bits,
+    so ``8e-3 x max|C|``. A wrong index or a missing k-slice is off by O(max|C|) and fails either way.
     """
     import cupy
     import course
-    from course._cublas import from_bf16
-    if precision == "bf16":
-        a64, b64, got = (from_bf16(x).astype(cupy.float64) for x in (a, b, c))
-        rel = 8e-3
+    ref = values64(a, precision) @ values64(b, precision)
+    if c.dtype == cupy.uint16:
+        got, rel = values64(c, precision), 8e-3
     else:
-        a64, b64, got = a.astype(cupy.float64), b.astype(cupy.float64), c
-        rel = 1e-4
-    ref = a64 @ b64
+        got, rel = c.astype(cupy.float64), 1e-4
     scale = max(float(cupy.abs(ref).max()), 1e-30)
-    return course.check(got.astype(cupy.float64), ref, rtol=0, atol=rel * scale, name=name)
+    return course.check(got, ref, rtol=0, atol=rel * scale, name=name)
 
 
 class Lesson:
@@ -430,6 +446,10 @@ class Lesson:
                 self.kernels[st.key] = (st, course.compile(text, options=st.options).kernel(st.kernel))
 
     def run(self, key: str, a, b, c):
+        if key not in self.kernels:
+            why = self.skipped.get(key) or ("it was not asked for (Lesson(keys=...))" if key in {s.key for s in STAGES}
+                                            else f"there is no such stage; the stages are {', '.join(s.key for s in STAGES)}")
+            raise KeyError(f"stage {key!r} cannot run here: {why}")
         st, kern = self.kernels[key]
         m, k = a.shape
         n = b.shape[1]
@@ -487,11 +507,9 @@ def _recorded_stage_rows() -> tuple:
     """The benchmark suite's stage rows as measure_stages() rows, and the GPU they were recorded on."""
     from course.lessons.ch04 import recorded_rows
     rows, gpu, _ceil = recorded_rows("07_staged_gemm")
-    by_key = {st.key: st for st in STAGES}
     out = []
-    for r in rows:
-        key = r.get("key") or r["name"].split(":", 1)[0].replace("stage ", "")
-        st = next((s for s in STAGES if r["name"].startswith(f"stage {s.number}:")), by_key.get(key))
+    for r in rows:       # the suite names them "stage <number>: <title>"
+        st = next((s for s in STAGES if r["name"].startswith(f"stage {s.number}:")), None)
         if st is None or r.get("anchor_value") is None:
             continue
         out.append({"stage": st.number, "key": st.key, "title": st.title, "precision": st.precision,

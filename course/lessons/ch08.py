@@ -228,12 +228,6 @@ def _to16(x, kind: str):
     return to_bf16(x) if kind == "bf16" else cupy.asarray(x, dtype=cupy.float16).view(cupy.uint16)
 
 
-def _from16(bits, kind: str):
-    import cupy
-    from course._cublas import from_bf16
-    return from_bf16(bits) if kind == "bf16" else bits.view(cupy.float16).astype(cupy.float32)
-
-
 def probe_layouts() -> dict:
     """Run PROBE_SRC and read back, for A, B and C, which lane.slot holds each element.
 
@@ -253,7 +247,8 @@ def probe_layouts() -> dict:
     k(1, 32, _to16(idx_a, kind), _to16(idx_b, kind), a_out, b_out, c_out)
     found = {}
     # a_out holds 8 halves per lane and b_out 4: entry i is lane i // per, slot i % per
-    for name, vals, shape, per in (("A", _from16(a_out, kind), (16, 16), 8), ("B", _from16(b_out, kind), (16, 8), 4)):
+    from course.lessons.ch07 import values64
+    for name, vals, shape, per in (("A", values64(a_out, kind), (16, 16), 8), ("B", values64(b_out, kind), (16, 8), 4)):
         lay = np.full(shape, -1)
         for i, v in enumerate(cupy.asnumpy(vals).astype(int)):
             lay.flat[v] = (i // per) * 8 + i % per

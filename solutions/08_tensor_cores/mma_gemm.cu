@@ -87,6 +87,19 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// two neighbouring outputs (columns c, c + 1) of one lane: 8 bytes as floats, 4 as packed bf16
+__device__ __forceinline__ void store_pair(float* p, float lo, float hi)
+{
+    *reinterpret_cast<float2*>(p) = make_float2(lo, hi);
+}
+
+__device__ __forceinline__ void store_pair(bf16* p, float lo, float hi)
+{
+    unsigned packed;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));   // hi -> upper half
+    *reinterpret_cast<unsigned*>(p) = packed;
+}
+
 // Element offset of 16-byte chunk c of row r inside one stage. With BK = 32 an A row is 64 bytes, so
 // rows r and r + 2 share banks: XOR the chunk with bits 1-2 of the row. Rows of 128 bytes or more (A
 // with BK = 64, every B row) all start on bank 0: XOR with the row's low 3 bits. ldmatrix's 8 row
@@ -262,19 +275,7 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 
     // accumulator layout: lane = 4 g + t holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
     const int g = lane >> 2, t = lane & 3;
-#if !OUT_BF16
-    // float out: each lane's pairs are 8 bytes, a warp's stores fill whole 32-byte sectors already
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = m0 + wm0 + mi * 16 + g + 8 * h, c = n0 + wn0 + ni * 8 + 2 * t;
-                if (r < M && c < N)
-                    *reinterpret_cast<float2*>(C + (size_t)r * N + c) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
-            }
-#elif SMEM_EPILOGUE
+#if OUT_BF16 && SMEM_EPILOGUE
     asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();                       // the pipeline's buffers become the staging tile
     bf16* Cs = reinterpret_cast<bf16*>(smem);
@@ -283,12 +284,9 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                unsigned packed;
-                asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(acc[mi][ni][2 * h + 1]), "f"(acc[mi][ni][2 * h]));
-                const int r = wm0 + mi * 16 + g + 8 * h, c = wn0 + ni * 8 + 2 * t;
-                *reinterpret_cast<unsigned*>(Cs + r * C_LD + c) = packed;
-            }
+            for (int h = 0; h < 2; ++h)
+                store_pair(Cs + (wm0 + mi * 16 + g + 8 * h) * C_LD + wn0 + ni * 8 + 2 * t,
+                           acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
     __syncthreads();
 #pragma unroll 4
     for (int id = tid; id < BM * BN / 8; id += THREADS) {
@@ -298,6 +296,8 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
                 *reinterpret_cast<const uint4*>(Cs + r * C_LD + j * 8);
     }
 #else
+    // straight from the accumulators: float pairs are 8 bytes a lane, so a warp's stores already fill
+    // whole 32-byte sectors; bf16 pairs (4 bytes) fill half of each, which the staging above avoids
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -305,11 +305,8 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = m0 + wm0 + mi * 16 + g + 8 * h, c = n0 + wn0 + ni * 8 + 2 * t;
-                if (r < M && c < N) {
-                    unsigned packed;
-                    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(acc[mi][ni][2 * h + 1]), "f"(acc[mi][ni][2 * h]));
-                    *reinterpret_cast<unsigned*>(C + (size_t)r * N + c) = packed;
-                }
+                if (r < M && c < N)
+                    store_pair(C + (size_t)r * N + c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
             }
 #endif
     // ### END SOLUTION

@@ -126,7 +126,7 @@ def test_stage_table_is_consistent(ch07):
                 assert grid[0] * bx >= n and grid[1] * by >= m
             else:                       # one block per BM x BN tile
                 bm, bn = st.block_tile
-                assert grid == (-(-n // bn), -(-m // bm)) and block == st.threads
+                assert grid == (-(-n // bn), -(-m // bm)) and block == st.block
             if st.kernel == "gemm_wmma":
                 stages_ = int(st.options[0].split("=")[1])
                 assert smem == max(stages_ * (128 * 40 + 32 * 136) * 2, 8 * 1024)
@@ -353,6 +353,16 @@ def test_check_gemm_catches_a_wrong_result(ch07):
         i = int(abs(c.view(np.int16) & 0x7FFF).argmax())   # the largest |C|: flip its sign
         c.ravel()[i] ^= 0x8000
         assert not ch07.check_gemm(c, a, b, "bf16")
+        # float C from bf16 inputs (what the chapter 08 kernels write): the FP32 tolerance applies
+        c32 = (ch07.values64(a, "bf16") @ ch07.values64(b, "bf16")).astype(np.float32)
+        assert ch07.check_gemm(c32, a, b, "bf16")
+        c32[3, 5] += 0.05 * float(abs(c32).max())
+        assert not ch07.check_gemm(c32, a, b, "bf16")
+
+
+def test_make_inputs_refuses_an_unknown_precision(ch07):
+    with pytest.raises(ValueError, match="precision"):
+        ch07.make_inputs(2, 2, 2, "tf32")
 
 
 @pytest.mark.gpu
@@ -385,8 +395,8 @@ def test_stage_2_graded_as_tiled_misses_the_speed_points(ch07):
 
 @pytest.mark.gpu
 def test_measure_stages_small(ch07):
-    """Does measure_stages check and time a few stages with cuBLAS in the same run, register tiles beating
-    the coalesced stage?"""
+    """Does measure_stages check and time a few stages with cuBLAS in the same run? (How fast each stage is
+    belongs to the benchmark suite's rows, not to a test.)"""
     course = import_course()
     keys = ["coalesced", "reg2d"] + (["wmma_ms"] if course.supports("bf16_mma") else [])
     rows = ch07.measure_stages(size=2048, keys=keys, budget_s=0.3, progress=False)
@@ -394,7 +404,6 @@ def test_measure_stages_small(ch07):
     assert set(by) == set(keys)
     for r in rows:
         assert r["tflops"] > 0 and r["fraction"] == pytest.approx(r["tflops"] / r["cublas_tflops"])
-    assert by["reg2d"]["tflops"] > 1.5 * by["coalesced"]["tflops"], rows
 
 
 @pytest.mark.gpu
