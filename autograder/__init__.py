@@ -1,4 +1,5 @@
-"""Grade CUDA kernel exercises for correctness and speed, isolated from the student's code.
+"""Grade CUDA kernel exercises for correctness and speed, isolated from the student's code (and library
+calls whose arguments the student writes as data).
 
 Specs live in autograder/specs/NN_topic.py (format: autograder/SPEC_FORMAT.md). Importing this package
 never imports CuPy or touches CUDA; grading happens in spawned child processes.
@@ -7,12 +8,12 @@ from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .runner import grade_path, grade_source, speed_trials
-from .spec import (LARGER_THAN_L2, Constant, Exercise, In, InOut, Out, Pipeline, Points, Scalar, SpecError,
-                   Tolerance, Uniform, cdiv)
+from .spec import (LARGER_THAN_L2, CallExercise, Constant, Exercise, In, InOut, Out, Pipeline, Points, Scalar,
+                   SpecError, Tolerance, Uniform, cdiv)
 
 __all__ = [
-    "Exercise", "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline",
-    "LARGER_THAN_L2",
+    "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points",
+    "Pipeline", "LARGER_THAN_L2",
     "cdiv", "SpecError", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",

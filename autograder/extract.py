@@ -1,6 +1,7 @@
 """Find submissions and pull kernel sources and LAUNCH data out of them, without executing anything.
 
-A notebook's kernel for exercise NAME is the last cell that is tagged ``kernel:NAME``, or starts with
+A notebook's kernel for exercise NAME is the last cell that is tagged ``kernel:NAME`` (``call:NAME`` for a
+library-call exercise: the cell assigning its CALL dict, read as data later), or starts with
 ``%%cuda ... --name NAME``, or is an untagged ``%%cuda`` cell whose first kernel is NAME (the same key
 `%%cuda` uses for `course.cell_sources`). LAUNCH data comes from a Python cell tagged ``launch:NAME``
 (read with ast) or a ``// LAUNCH = {...}`` comment in the kernel source.
@@ -59,12 +60,14 @@ def strip_magic(source: str) -> str:
 
 
 def cuda_cell_name(source: str) -> str | None:
-    """The exercise key of a ``%%cuda`` cell: its --name, or its first kernel's name; None otherwise."""
+    """The exercise key of a ``%%cuda`` cell (its --name, or its first kernel's name) or of a
+    ``%%cublas --name NAME`` cell; None otherwise."""
     first = source.lstrip().split("\n", 1)[0]
-    if not first.startswith("%%cuda"):
+    magic = next((m for m in ("%%cuda", "%%cublas") if first.startswith(m)), None)
+    if magic is None:
         return None
     try:
-        args = shlex.split(first[len("%%cuda"):])
+        args = shlex.split(first[len(magic):])
     except ValueError:
         args = first.split()[1:]
     for i, a in enumerate(args):
@@ -72,6 +75,8 @@ def cuda_cell_name(source: str) -> str | None:
             return args[i + 1]
         if a.startswith("--name="):
             return a.split("=", 1)[1]
+    if magic == "%%cublas":
+        return None
     from course._signature import parse_kernels
     names = list(parse_kernels(strip_magic(source)))
     return names[0] if names else None
@@ -83,7 +88,8 @@ def extract_cells(cells) -> tuple:
     for cell_type, source, tags in cells:
         if cell_type != "code":
             continue
-        tagged = [t.split(":", 1)[1].strip() for t in tags if t.startswith("kernel:")]
+        # a library-call exercise's "source" is its call cell (autograder.CallExercise)
+        tagged = [t.split(":", 1)[1].strip() for t in tags if t.startswith(("kernel:", "call:"))]
         launch_tags = [t.split(":", 1)[1].strip() for t in tags if t.startswith("launch:")]
         for name in tagged or ([cuda_cell_name(source)] if cuda_cell_name(source) else []):
             kernels[name] = strip_magic(source)

@@ -11,7 +11,7 @@ import re
 
 from .spec import Exercise, SpecError, did_you_mean
 
-__all__ = ["LaunchDataError", "parse_launch_cell", "launch_from_source", "sanitize", "merge_launch",
+__all__ = ["LaunchDataError", "parse_launch_cell", "parse_call_cell", "launch_from_source", "sanitize", "merge_launch",
            "check_cfg_values", "check_pipeline_cfg", "reference_launch"]
 
 _COMMENT = re.compile(r"^\s*//\s*LAUNCH\s*[=:]\s*(\{.*\})\s*$", re.M)
@@ -42,6 +42,42 @@ def parse_launch_cell(source: str, exercise: str | None = None) -> dict | None:
                 and node.targets[0].id in wanted:
             found = _literal(ast.get_source_segment(source, node.value) or "", "launch cell")
     return None if found is None else sanitize(found)
+
+
+def parse_call_cell(source: str, exercise: str) -> dict:
+    """A library call's arguments, read with ast from the body of a ``%%cublas --name EXERCISE`` cell: a
+    literal dict (str keys, str or int values), bare or assigned to ``CALL``. Raises `LaunchDataError`
+    saying what to write."""
+    from .extract import strip_magic
+    body = strip_magic(source or "")
+    example = '{"transa": "N", "transb": "N", "m": "n", ...}'
+    if "YOUR CODE HERE" in body:
+        raise LaunchDataError(f"the {exercise} call is not filled in yet: replace the `// YOUR CODE HERE` line "
+                              "with the remaining arguments.")
+    try:
+        tree = ast.parse(body)
+    except SyntaxError as exc:
+        raise LaunchDataError(f"the {exercise} call is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
+                              f"write a dict such as {example}") from None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Expr):
+            found = node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ("CALL", f"{exercise.upper()}_CALL"):
+            found = node.value
+    if found is None:
+        raise LaunchDataError(f"no call found for {exercise}: its cell should hold a dict such as {example}.")
+    try:
+        call = ast.literal_eval(found)
+    except ValueError:
+        raise LaunchDataError(f"the {exercise} call must be a literal dict of strings and ints (the grader reads "
+                              "it as data and runs none of it): no variables, calls or arithmetic.") from None
+    if not isinstance(call, dict) or not all(isinstance(k, str) and (isinstance(v, str) or type(v) is int)
+                                             for k, v in call.items()):
+        raise LaunchDataError((f"the {exercise} call should be a dict of strings and ints, such as {example}; "
+                               f"got {call!r}")[:400])
+    return {str(k): (str(v) if isinstance(v, str) else int(v)) for k, v in call.items()}
 
 
 def launch_from_source(source: str) -> dict | None:

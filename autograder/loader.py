@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import (Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError,
+from .spec import (CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError,
                    Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 
 __all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
@@ -97,8 +97,9 @@ def load_spec_file(path: Path) -> list:
     if exercises is None:
         names = [n for n in vars(module) if not n.startswith("_")]
         raise SpecError(f"{path.name}: defines no EXERCISES list.{did_you_mean('EXERCISES', names)}")
-    if not isinstance(exercises, (list, tuple)) or not all(isinstance(e, Exercise) for e in exercises):
-        raise SpecError(f"{path.name}: EXERCISES should be a list of autograder.Exercise")
+    if not isinstance(exercises, (list, tuple)) or not all(isinstance(e, (Exercise, CallExercise))
+                                                           for e in exercises):
+        raise SpecError(f"{path.name}: EXERCISES should be a list of autograder.Exercise (or CallExercise)")
     seen = set()
     for ex in exercises:
         where.exercise = ex.name
@@ -137,8 +138,10 @@ def get_exercise(chapter: str, name: str) -> Exercise:
                     f"Its exercises: {', '.join(names)}")
 
 
-def reference_source(ex: Exercise) -> str:
-    return (ROOT / "solutions" / ex.chapter / ex.source_file).read_text()
+def reference_source(ex) -> str:
+    """The reference kernel (an `Exercise`) or the reference call cell (a `CallExercise`)."""
+    name = ex.solution_file if isinstance(ex, CallExercise) else ex.source_file
+    return (ROOT / "solutions" / ex.chapter / name).read_text()
 
 
 def _dims_ok(v) -> bool:
@@ -176,6 +179,9 @@ def validate(ex: Exercise, path: Path) -> None:
         ex.chapter = chapter
     elif ex.chapter != chapter:
         raise where.error("chapter", f"is {ex.chapter!r} but the spec file is for {chapter!r}")
+    if isinstance(ex, CallExercise):
+        _validate_call(ex, where)
+        return
     if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
         raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
 
@@ -452,3 +458,33 @@ def _validate_pipeline(ex, where):
         reference_launch(ex)
     except LaunchDataError as exc:
         raise where.error("pipeline", f"the // LAUNCH line of the reference {ex.source_file}: {exc}") from None
+
+
+def _validate_call(ex: CallExercise, where) -> None:
+    """A library-call exercise: checker and driver importable, the reference call well-formed, sizes
+    positive ints, correctness points only."""
+    from .launchcfg import LaunchDataError, parse_call_cell
+    for which in ("checker", "driver"):
+        try:
+            ex.resolve(which)
+        except SpecError as exc:
+            raise where.error(which, str(exc)) from None
+    if not isinstance(ex.points, Points) or ex.points.correctness <= 0 or ex.points.speed:
+        raise where.error("points", "a library call earns correctness points only: Points(correctness=N)")
+    if not isinstance(ex.sizes, (list, tuple)) or not ex.sizes:
+        raise where.error("sizes", "should be a non-empty list of size dicts")
+    for case in ex.sizes:
+        if not isinstance(case, dict) or not all(isinstance(v, int) and v >= 1 for v in case.values()):
+            raise where.error("sizes", f"every case should map size names to positive ints; got {case!r}")
+    if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2):
+        raise where.error("min_cc", f"should be a (major, minor) tuple; got {ex.min_cc!r}")
+    path = ROOT / "solutions" / ex.chapter / ex.solution_file
+    if not path.is_file():
+        raise where.error("solution_file", f"solutions/{ex.chapter}/{ex.solution_file} does not exist.")
+    try:
+        call = parse_call_cell(path.read_text(), ex.name)
+    except LaunchDataError as exc:
+        raise where.error("solution_file", f"{path.name}: {exc}") from None
+    problem = ex.resolve("checker")(ex.name, call)
+    if problem:
+        raise where.error("solution_file", f"the reference call in {path.name} is refused by the checker: {problem}")

@@ -16,11 +16,11 @@ import time
 
 from . import policy
 from .extract import Submission, find_submissions
-from .launchcfg import LaunchDataError, launch_from_source, merge_launch
+from .launchcfg import LaunchDataError, launch_from_source, merge_launch, parse_call_cell
 from .loader import chapters, get_exercise, load_chapter
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .signature import compare_signature
-from .spec import SpecError, did_you_mean
+from .spec import CallExercise, SpecError, did_you_mean
 from .worker import MESSAGE_CAP, child_main
 
 __all__ = ["grade_source", "grade_submission", "grade_path", "speed_trials", "Session", "PRINTF_TAIL_BYTES"]
@@ -272,6 +272,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     extra = {"submission": submission}
     if session.no_gpu:
         return _no_gpu_report(ex, session.no_gpu, **extra)
+    if isinstance(ex, CallExercise):
+        return _grade_call(ex, source, session, extra, t0)
     cfg, problem = _prepare(ex, source, launch)
     if problem:
         return policy.score(ex, [], compile_failure=problem, **extra)
@@ -295,6 +297,38 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         extra.pop("printf")
         return policy.skipped_report(ex, outcome.skipped, **extra)
     report = _assemble(ex, steps, results, extra)
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: dict, t0: float) -> ExerciseReport:
+    """A library-call exercise: the call cell read as data and checked here, then each size case made
+    by the grader's driver in a child (a wrong call that faults the GPU costs that case only)."""
+    try:
+        call = parse_call_cell(source or "", ex.name)
+        problem = ex.resolve("checker")(ex.name, call)
+    except LaunchDataError as exc:
+        problem = str(exc)
+    if problem:
+        return policy.score(ex, [], compile_failure=(Status.FAILED, problem), **extra)
+    steps = [f"case:{i}" for i in range(len(ex.sizes))]
+    task = {"chapter": ex.chapter, "exercise": ex.name, "call": call, "seed": session.new_seed(),
+            "cap": MESSAGE_CAP, "harness": HARNESS_MODULE, "min_cc": list(ex.min_cc)}
+    results, outcome, _ = _run_steps(task, steps, ex)
+    if outcome is not None and outcome.device:
+        session.device = f"{outcome.device.get('name')} ({outcome.device.get('arch')})"
+    extra.update(device=session.device)
+    if outcome is not None and outcome.nogpu:
+        session.no_gpu = outcome.nogpu
+        return _no_gpu_report(ex, outcome.nogpu, **extra)
+    if outcome is not None and outcome.skipped:
+        return policy.skipped_report(ex, outcome.skipped, **extra)
+    sizes = []
+    for i, case in enumerate(ex.sizes):
+        data, _ = results.get(i, ({"status": Status.NOT_RUN, "message": ""}, False))
+        sizes.append(SizeResult(sizes={k: repr(v) for k, v in case.items()}, status=data.get("status", Status.ERROR),
+                                message=data.get("message", "")))
+    report = policy.score(ex, sizes, **extra)
     report.duration_s = time.monotonic() - t0
     return report
 

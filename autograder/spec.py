@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = [
     "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise",
-    "L2Multiple",
+    "CallExercise", "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
     "POISON_DEFAULT",
 ]
@@ -245,6 +245,21 @@ class Points:
         return self.correctness + self.speed
 
 
+def import_function(target: str, what: str) -> Callable:
+    """The function named by ``target`` ("module:function"); `SpecError` saying why when it cannot be."""
+    import importlib
+    module, _, func = str(target).partition(":")
+    if not module or not func:
+        raise SpecError(f"{what} should be 'module:function'; got {target!r}")
+    try:
+        fn = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(f"{what} {target!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not callable(fn):
+        raise SpecError(f"{what} {target!r} is not a function")
+    return fn
+
+
 @dataclasses.dataclass(frozen=True)
 class Pipeline:
     """Points for measured overlap: the kernel run through a grader-owned copy-compute-copy pipeline.
@@ -271,17 +286,7 @@ class Pipeline:
 
     def resolve_driver(self) -> Callable:
         """The driver function (imported here; importing it must not touch CUDA)."""
-        import importlib
-        module, _, func = str(self.driver).partition(":")
-        if not module or not func:
-            raise SpecError(f"driver should be 'module:function'; got {self.driver!r}")
-        try:
-            fn = getattr(importlib.import_module(module), func)
-        except (ImportError, AttributeError) as exc:
-            raise SpecError(f"driver {self.driver!r} cannot be imported ({type(exc).__name__}: {exc})") from None
-        if not callable(fn):
-            raise SpecError(f"driver {self.driver!r} is not a function")
-        return fn
+        return import_function(self.driver, "driver")
 
 
 @dataclasses.dataclass
@@ -415,6 +420,41 @@ class Exercise:
                 return {k: (L2Multiple(max(v.factor, 8.0)) if isinstance(v, L2Multiple) else v)
                         for k, v in case.items()}
         return max(self.sizes, key=lambda c: self.array_bytes(c))
+
+
+@dataclasses.dataclass
+class CallExercise:
+    """One graded library call: the student writes its arguments as a literal dict (a cell tagged
+    ``call:NAME`` assigning ``CALL = {...}``), never executed; a grader-owned driver makes the call.
+
+    ``checker`` ("module:function", ``(name, call) -> ''`` or what is wrong) runs in the parent with no
+    GPU; ``driver`` (``(name, call, sizes, seed) -> {"status": "passed" | "failed", "message": str}``)
+    runs each size case in a grading child on fresh inputs. The reference call is the ``CALL`` of
+    ``solutions/<chapter>/<solution_file>``. Correctness points only: the library does the work.
+    """
+
+    name: str
+    checker: str
+    driver: str
+    solution_file: str
+    sizes: list
+    points: Points = dataclasses.field(default_factory=Points)
+    chapter: str = ""
+    description: str = ""
+    min_cc: tuple = (7, 0)
+    timeout_s: float = 60.0
+    pipeline: None = None   # the report and the policy ask every exercise for one
+
+    @property
+    def max_points(self) -> float:
+        return self.points.total
+
+    def resolve(self, which: str) -> Callable:
+        """The checker or the driver function (importing it must not touch CUDA)."""
+        return import_function(getattr(self, which), which)
+
+    def size_label(self, sizes: dict) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sizes.items())
 
 
 def _ctype_of(dt: np.dtype) -> str:

@@ -124,6 +124,11 @@ def _run(chan: Channel, task: dict) -> None:
         chan.send(kind="skipped", arch=info["arch"])
         return
     harness.limit_printf()
+    if "call" in task:
+        # CPU tests' fake harness supplies a driver without a GPU; the real one uses the spec's
+        make = getattr(harness, "call_driver", None)
+        _run_call(chan, task, ex, make(ex) if make else ex.resolve("driver"))
+        return
 
     def arm(timeout: float, what: str) -> None:
         chan.send(kind="arm", timeout=float(timeout), what=what)
@@ -160,3 +165,21 @@ def _run(chan: Channel, task: dict) -> None:
         chan.send(kind="result", step=i, data=data, fatal=fatal)
         if fatal:
             return
+
+
+def _run_call(chan: Channel, task: dict, ex, driver) -> None:
+    """Steps "case:i" of a library-call exercise: the grader's driver makes the student's call."""
+    steps = task["steps"]
+    for i in range(int(task.get("start", 0)), len(steps)):
+        task["_current"] = i
+        # the driver's work is the grader's and the library's: no student code runs, one deadline a case
+        chan.send(kind="begin", step=i, timeout=max(float(ex.timeout_s), SETUP_TIMEOUT_S))
+        case = ex.sizes[int(steps[i].split(":", 1)[1])]
+        try:
+            data = driver(ex.name, task["call"], dict(case), int(task["seed"]) + i)
+        except Exception as exc:  # a CUDA error from cuBLAS: report it, and leave this context
+            chan.send(kind="result", step=i, fatal=True, data={"status": "crashed", "message": (
+                f"the call failed on the GPU ({type(exc).__name__}: {exc}). Check every size and leading "
+                "dimension against the buffers they describe.")})
+            return
+        chan.send(kind="result", step=i, data=dict(data), fatal=False)

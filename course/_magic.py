@@ -1,4 +1,5 @@
-"""IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%gpu` runs a Python cell only with a GPU."""
+"""IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%gpu` runs a Python cell only with a GPU,
+`%%cublas --name EXERCISE` checks (and with a GPU, runs) a cuBLAS call written as data (chapter 10)."""
 from __future__ import annotations
 
 import argparse
@@ -6,10 +7,11 @@ import shlex
 
 from ._errors import CompileError
 
-__all__ = ["cell_sources", "load_ipython_extension", "cuda_cell", "gpu_cell"]
+__all__ = ["cell_sources", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell"]
 
 cell_sources: dict = {}
-"""Sources of `%%cuda` cells by --name (or first kernel name); the grader reads exercises from here."""
+"""Sources of `%%cuda` and `%%cublas` cells by --name (or first kernel name); the grader reads exercises
+from here."""
 
 _parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
 _parser.add_argument("--arch", default=None)
@@ -82,6 +84,46 @@ def gpu_cell(line: str, cell: str, shell) -> None:
     shell.run_cell(cell)
 
 
+# a small case with padded rows: a call that confuses a size with a row pitch goes wrong here
+CUBLAS_TRY_SIZES = {"m": 37, "n": 50, "k": 29, "lda": 32, "ldb": 53, "ldc": 51, "ldx": 32, "ldw": 31, "ldy": 51}
+
+
+def cublas_cell(line: str, cell: str) -> bool:
+    """Read the call in ``cell`` as data, check it, and make it once on a small padded case (cuBLAS with a
+    GPU, a NumPy model of it without). Prints the verdict; returns whether the call was right."""
+    from .lessons import ch10_calls
+    try:
+        args = shlex.split(line)
+        name = args[args.index("--name") + 1]
+    except (ValueError, IndexError):
+        raise _usage_error("%%cublas takes --name EXERCISE (" + ", ".join(ch10_calls.PROBLEMS) + ")") from None
+    if name not in ch10_calls.PROBLEMS:
+        raise _usage_error(f"%%cublas: unknown exercise {name!r}; known: {', '.join(ch10_calls.PROBLEMS)}")
+    cell_sources[name] = cell
+    from autograder.launchcfg import LaunchDataError, parse_call_cell
+    try:
+        call = parse_call_cell(cell, name)
+    except LaunchDataError as exc:
+        print(f"{name}: {exc}")
+        return False
+    problem = ch10_calls.check_call(name, call)
+    if problem:
+        print(f"{name}: {problem}")
+        return False
+    from ._env import gpu_available
+    gpu = gpu_available()
+    sizes = {k: CUBLAS_TRY_SIZES[k] for k in ch10_calls.PROBLEMS[name].size_names}
+    verdict = ch10_calls.grade_case(name, call, sizes, seed=0, backend="cupy" if gpu else "numpy")
+    label = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    how = "cuBLAS on this GPU" if gpu else "a NumPy model of cublasSgemm (no GPU here; the grader uses cuBLAS)"
+    if verdict["status"] == "passed":
+        print(f"{name}: right on a small case with padded rows ({label}), made by {how}. "
+              "The grader checks more shapes.")
+        return True
+    print(f"{name}: wrong on a small case with padded rows ({label}), made by {how}: {verdict['message']}")
+    return False
+
+
 def load_ipython_extension(ipython) -> None:
     from IPython.core.magic import register_cell_magic
 
@@ -92,3 +134,7 @@ def load_ipython_extension(ipython) -> None:
     @register_cell_magic("gpu")
     def _gpu(line, cell):
         gpu_cell(line, cell, ipython)
+
+    @register_cell_magic("cublas")
+    def _cublas(line, cell):
+        cublas_cell(line, cell)

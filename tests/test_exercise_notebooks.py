@@ -24,13 +24,18 @@ def cells(stem: str) -> list:
     return nb["cells"]
 
 
-def kernel_cells(stem: str) -> dict:
+def kernel_cells(stem: str, kind: str = "kernel") -> dict:
+    """Cells tagged ``kernel:NAME`` (``kind="call"``: ``call:NAME``, the `%%cublas` cells) by NAME."""
     out = {}
     for c in cells(stem):
         for tag in c.get("metadata", {}).get("tags", []):
-            if tag.startswith("kernel:"):
+            if tag.startswith(kind + ":"):
                 out[tag.split(":", 1)[1]] = c
     return out
+
+
+def _solution_cells(stem: str) -> dict:
+    return {**kernel_cells(stem), **kernel_cells(stem, "call")}
 
 
 def release(source: str) -> str:
@@ -59,10 +64,11 @@ def test_every_exercise_has_kernel_preview_and_test_cells(stem):
     """Does each exercise of the spec have its kernel cell, a preview and a hidden test worth the spec's points?"""
     import_course()
     import autograder
-    kernels = kernel_cells(stem)
+    kernels = _solution_cells(stem)
     texts = [c["source"] for c in cells(stem)]
     for ex in autograder.load_chapter(stem):
-        assert ex.name in kernels, f"no cell tagged kernel:{ex.name}"
+        kind = "call" if isinstance(ex, autograder.CallExercise) else "kernel"
+        assert ex.name in kernel_cells(stem, kind), f"no cell tagged {kind}:{ex.name}"
         meta = kernels[ex.name]["metadata"]["nbgrader"]
         assert meta == {"solution": True, "grade": False, "grade_id": f"{ex.name}_solution", "locked": False,
                         "schema_version": 3}
@@ -82,15 +88,21 @@ def test_every_exercise_has_kernel_preview_and_test_cells(stem):
 
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_solution_cells_equal_solution_files(stem):
-    """Is each kernel cell, minus its %%cuda line, the text of solutions/<chapter>/<source_file>?"""
+    """Is each kernel cell, minus its %%cuda line, the text of solutions/<chapter>/<source_file> (each
+    %%cublas cell, minus its magic line, that of <solution_file>)?"""
     import_course()
     import autograder
-    kernels = kernel_cells(stem)
+    kernels = _solution_cells(stem)
     for ex in autograder.load_chapter(stem):
         first, _, body = kernels[ex.name]["source"].partition("\n")
-        assert first == f"%%cuda --name {ex.name} --no-run"
-        want = (REPO / "solutions" / stem / ex.source_file).read_text(encoding="utf-8")
-        assert body == want.rstrip("\n"), f"the {ex.name} cell differs from solutions/{stem}/{ex.source_file}"
+        if isinstance(ex, autograder.CallExercise):
+            assert first == f"%%cublas --name {ex.name}"
+            name = ex.solution_file
+        else:
+            assert first == f"%%cuda --name {ex.name} --no-run"
+            name = ex.source_file
+        want = (REPO / "solutions" / stem / name).read_text(encoding="utf-8")
+        assert body == want.rstrip("\n"), f"the {ex.name} cell differs from solutions/{stem}/{name}"
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)
@@ -104,3 +116,20 @@ def test_released_stub_compiles(stem):
         stub = release(body)
         assert STUB in stub and "BEGIN SOLUTION" not in stub
         assert course.compile_for_arch(stub, "sm_80").cubin, f"{name}: the released stub does not compile"
+
+
+@pytest.mark.parametrize("stem", [s for s in CHAPTERS if (REPO / "solutions" / s).glob("*.py")])
+def test_released_call_stub_reads_as_unfinished(stem):
+    """Does each %%cublas solution cell have a region, and does the released stub read as 'not filled in'
+    (zero points with a message) while the solution reads as a call the checker accepts?"""
+    import_course()
+    import autograder
+    from autograder.launchcfg import LaunchDataError, parse_call_cell
+    for ex in autograder.load_chapter(stem):
+        if not isinstance(ex, autograder.CallExercise):
+            continue
+        body = kernel_cells(stem, "call")[ex.name]["source"].partition("\n")[2]
+        assert "BEGIN SOLUTION" in body and "END SOLUTION" in body, f"{ex.name}: no solution region"
+        assert ex.resolve("checker")(ex.name, parse_call_cell(body, ex.name)) == ""
+        with pytest.raises(LaunchDataError, match="not filled in"):
+            parse_call_cell(release(body), ex.name)

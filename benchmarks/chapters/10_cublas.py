@@ -1,4 +1,5 @@
-"""Chapter 10 rows: cuBLAS precisions, two streams, the graded epilogue, and cuBLASLt's fused epilogue.
+"""Chapter 10 rows: cuBLAS precisions, two streams, the graded epilogues (fused into the GEMM, and as a
+separate pass), and cuBLASLt's fused epilogue.
 
 TF32 and bf16 are anchored on this run's ceilings (SGEMM and bf16 from `course.measure_ceilings`); the
 two-stream row on the same small GEMMs issued from one stream; the fused epilogue on cuBLASLt's own
@@ -12,6 +13,7 @@ from pathlib import Path
 N = 4096
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "10_cublas"
 BIAS_M, BIAS_N = 16384, 4099        # the graded bias_relu at a non-multiple-of-32 width (256 MiB)
+FUSED = {"m": 4096, "n": 4096, "k": 1024}   # sgemm_bias_relu's speed size (autograder/specs/10_cublas.py)
 
 
 def _precision_rows(ctx, ch10) -> list:
@@ -62,6 +64,54 @@ def _bias_relu_rows(ctx, cupy, course) -> list:
                     note=f"median {t.median_ms:.3f} ms")]
 
 
+def _fused_gemm_rows(ctx, cupy, course, ch10) -> list:
+    """The graded fused-epilogue GEMM against cuBLAS SGEMM, and against its unfused form: chapter 07's
+    reference GEMM followed by the graded bias_relu pass, all launched as the specs launch them."""
+    from autograder.loader import get_exercise
+    from course.lessons import ch07
+    ex = get_exercise("10_cublas", "sgemm_bias_relu")
+    fused = course.compile((SOLUTIONS / ex.source_file).read_text()).kernel(ex.kernel)
+    gemm = course.compile((SOLUTIONS.parent / "07_staged_gemm" / "sgemm_regtile.cu").read_text()).kernel("sgemm_regtile")
+    epi = course.compile((SOLUTIONS / "bias_relu.cu").read_text()).kernel("bias_relu")
+    rng = cupy.random.default_rng(6)
+
+    def launch_fused(a, b, bias, c):
+        (m, k), n = a.shape, b.shape[1]
+        grid, block, _ = ex.launch({"m": m, "n": n, "k": k}, {})
+        fused(grid, block, a, b, bias, c, m, n, k)
+
+    def separate(a, b, bias, c):
+        (m, k), n = a.shape, b.shape[1]
+        gemm((-(-n // 128), -(-m // 128)), 256, a, b, c, m, n, k)
+        epi(_bias_grid(m, n), (32, 8), c, bias, m, n)
+
+    for m, n, k in ((1000, 1037, 1009), (257, 130, 4099)):
+        a, b, _ = ch07.make_inputs(m, n, k, "fp32", seed=7)
+        bias = rng.uniform(-1, 1, n, dtype=cupy.float64).astype(cupy.float32)
+        want = cupy.maximum(a.astype(cupy.float64) @ b.astype(cupy.float64) + bias, 0)
+        for how in (launch_fused, separate):
+            c = cupy.full((m, n), cupy.nan, dtype=cupy.float32)
+            how(a, b, bias, c)
+            err = float(cupy.abs(c - want).max() / max(float(cupy.abs(want).max()), 1.0))
+            assert err < 1e-4, f"{how.__name__} wrong at {m} x {n} x {k}: {err:.2e}"
+    m, n, k = FUSED["m"], FUSED["n"], FUSED["k"]
+    a, b, _ = ch07.make_inputs(m, n, k, "fp32", seed=8)
+    bias = rng.uniform(-1, 1, n, dtype=cupy.float64).astype(cupy.float32)
+    c = cupy.empty((m, n), cupy.float32)
+    t = course.interleaved({"fused": lambda: launch_fused(a, b, bias, c), "separate": lambda: separate(a, b, bias, c),
+                            "cublas": lambda: ch10.gemm(a, b, c, compute="fp32")})
+    flops = 2 * m * n * k
+    label = f"{m} x {n} x {k}"
+    return [ctx.row(f"reference sgemm_bias_relu (graded, fused epilogue), {label}", t["fused"].tflops(flops), "TFLOP/s",
+                    anchor="cuBLAS pedantic FP32 SGEMM (no epilogue), same run",
+                    anchor_value=t["cublas"].tflops(flops), target=0.7,
+                    note=f"median {t['fused'].median_ms:.3f} ms"),
+            ctx.row(f"fused sgemm_bias_relu, {label}", t["fused"].median_ms, "ms",
+                    anchor="chapter 07's sgemm_regtile + the graded bias_relu pass", anchor_value=t["separate"].median_ms,
+                    target=1.0, higher_is_better=False,
+                    note=f"the separate pass adds {t['separate'].median_ms - t['fused'].median_ms:.3f} ms")]
+
+
 def _lt_rows(ctx, ch10) -> list:
     missing = ch10.nvmath_missing()
     if missing:
@@ -85,7 +135,8 @@ def rows(ctx) -> list:
     from course.lessons import ch10
     out = []
     for section in (lambda: _precision_rows(ctx, ch10), lambda: _stream_rows(ctx, ch10),
-                    lambda: _bias_relu_rows(ctx, cupy, course), lambda: _lt_rows(ctx, ch10)):
+                    lambda: _bias_relu_rows(ctx, cupy, course), lambda: _fused_gemm_rows(ctx, cupy, course, ch10),
+                    lambda: _lt_rows(ctx, ch10)):
         out += section()
         cupy.get_default_memory_pool().free_all_blocks()
     return out

@@ -80,15 +80,21 @@ def chunk_bounds(n: int, n_chunks: int) -> list:
     return [(off, min(size, n - off)) for off in range(0, n, size)]
 
 
-def ideal_pipeline_ms(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: int) -> float:
+def ideal_pipeline_ms(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: int,
+                      both_ms: float | None = None) -> float:
     """The shortest possible time of ``n_chunks`` equal chunks flowing through three engines.
 
     The first chunk pays every stage; after that one chunk leaves every ``max`` stage time, because
     the slowest engine is busy without a gap at best: h + k + d + (C - 1) * max(h, k, d).
+
+    ``both_ms``, a chunk's H2D and another chunk's D2H measured running at once, adds the link to the
+    engines: in the steady state every step moves one chunk each way concurrently, and a host that is not
+    fully duplex (both directions together slower than each alone) cannot take a step faster than that.
     """
     if n_chunks < 1:
         raise ValueError(f"`n_chunks` should be at least 1; got {n_chunks}")
-    return h2d_ms + kernel_ms + d2h_ms + (n_chunks - 1) * max(h2d_ms, kernel_ms, d2h_ms)
+    step = max(h2d_ms, kernel_ms, d2h_ms, both_ms or 0.0)
+    return h2d_ms + kernel_ms + d2h_ms + (n_chunks - 1) * step
 
 
 def serial_pipeline_ms(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: int) -> float:
@@ -249,8 +255,9 @@ def run_pipeline(process, bufs: PipelineBuffers, *, n_streams: int, n_chunks: in
     return cupy.cuda.get_elapsed_time(start, stop)
 
 
-def stage_times(process, bufs: PipelineBuffers, chunk: int, *, budget_s: float = 1.0) -> dict:
-    """Median ms of each stage for one chunk of ``chunk`` items, each measured alone."""
+def stage_times(process, bufs: PipelineBuffers, chunk: int, *, budget_s: float = 1.0, duplex: bool = False) -> dict:
+    """Median ms of each stage for one chunk of ``chunk`` items, each measured alone; with ``duplex``,
+    also ``both``: a chunk's H2D and a chunk's D2H issued at once on two streams."""
     import cupy
     from cupy.cuda import runtime
     from .._timing import benchmark
@@ -266,9 +273,21 @@ def stage_times(process, bufs: PipelineBuffers, chunk: int, *, budget_s: float =
     def d2h():
         runtime.memcpyAsync(bufs.h_out.ctypes.data, bufs.d_out.data.ptr, nb, runtime.memcpyDeviceToHost,
                             cupy.cuda.get_current_stream().ptr)
-    return {"h2d": benchmark(h2d, flush_l2=False, budget_s=budget_s, name="H2D").median_ms,
-            "kernel": benchmark(kern, budget_s=budget_s, name="kernel").median_ms,
-            "d2h": benchmark(d2h, flush_l2=False, budget_s=budget_s, name="D2H").median_ms}
+    out = {"h2d": benchmark(h2d, flush_l2=False, budget_s=budget_s, name="H2D").median_ms,
+           "kernel": benchmark(kern, budget_s=budget_s, name="kernel").median_ms,
+           "d2h": benchmark(d2h, flush_l2=False, budget_s=budget_s, name="D2H").median_ms}
+    if duplex:
+        side = cupy.cuda.Stream(non_blocking=True)
+
+        def both():
+            main = cupy.cuda.get_current_stream()
+            side.wait_event(main.record())   # the timed region starts on `main`: fork from it
+            runtime.memcpyAsync(bufs.d_in.data.ptr, bufs.h_in.ctypes.data, nb, runtime.memcpyHostToDevice, main.ptr)
+            runtime.memcpyAsync(bufs.h_out.ctypes.data, bufs.d_out.data.ptr, nb, runtime.memcpyDeviceToHost,
+                                side.ptr)
+            main.wait_event(side.record())   # and join, so the end event waits for both copies
+        out["both"] = benchmark(both, flush_l2=False, budget_s=budget_s, name="H2D + D2H").median_ms
+    return out
 
 
 # --- demonstrations (GPU) ------------------------------------------------------------------------

@@ -132,3 +132,15 @@ def kernel_driver(kernel, *, streams, chunks, block, n, seed):
     """A pipeline driver for CPU tests of the real harness: the "kernel" is a callable that returns the
     driver's report (correct, message, total_ms, serial_ms, ratio, ideal_ms, spans) itself."""
     return kernel(streams=streams, chunks=chunks, block=block, n=n, seed=seed)
+
+
+def call_driver(ex):
+    """Library-call exercises on a CPU: the NumPy model of cublasSgemm in place of cuBLAS. A call whose
+    ldc is the literal 4242 raises at the 33 x 65 case, as a CUDA error from cuBLAS would."""
+    from course.lessons import ch10_calls
+
+    def drive(name, call, sizes, seed):
+        if call.get("ldc") == 4242 and sizes.get("m") == 33:
+            raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED (fake)")
+        return ch10_calls.grade_case(name, call, sizes, seed, backend="numpy")
+    return drive

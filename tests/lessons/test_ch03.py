@@ -28,6 +28,9 @@ def test_ideal_and_serial_bounds(ch03):
     """Is the ideal pipeline h+k+d+(C-1)max, equal to the serial time for one chunk?"""
     assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 1) == ch03.serial_pipeline_ms(1.0, 0.5, 1.0, 1) == 2.5
     assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16) == pytest.approx(2.5 + 15)
+    # a link slower with both directions busy sets the step; a faster `both` changes nothing
+    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16, both_ms=1.25) == pytest.approx(2.5 + 15 * 1.25)
+    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16, both_ms=0.9) == pytest.approx(2.5 + 15)
     with pytest.raises(ValueError):
         ch03.ideal_pipeline_ms(1, 1, 1, 0)
 

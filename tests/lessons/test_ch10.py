@@ -287,7 +287,7 @@ def _grade(exercise, source):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index"])
+@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index", "sgemm_bias_relu"])
 def test_references_get_full_marks(exercise):
     """Does each reference kernel, graded as a submission, get every point?"""
     import_course()
@@ -325,7 +325,7 @@ def test_calibration_kernels_compile():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index"])
+@pytest.mark.parametrize("exercise", ["bias_relu", "colmajor_index", "sgemm_bias_relu"])
 def test_released_stubs_get_zero(exercise):
     """Does the nbgrader stub (solution region replaced by `// YOUR CODE HERE`) compile and score 0?"""
     import re
@@ -337,3 +337,74 @@ def test_released_stubs_get_zero(exercise):
     assert "YOUR CODE HERE" in stub and "BEGIN SOLUTION" not in stub
     r, _ = _grade(exercise, stub)
     assert r.points == 0, r.feedback()
+
+
+FUSED_NAIVE = r"""
+extern "C" __global__ void sgemm_bias_relu(const float* a, const float* b, const float* bias, float* c,
+                                           int m, int n, int k)
+{
+    // one output per thread over the spec's 128 x 128 block tiles: correct, and slow
+    for (int r = blockIdx.y * 128 + threadIdx.x / 16; r < min(m, blockIdx.y * 128 + 128); r += 16)
+        for (int col = blockIdx.x * 128 + threadIdx.x % 16; col < min(n, blockIdx.x * 128 + 128); col += 16) {
+            float acc = 0.f;
+            for (int i = 0; i < k; ++i) acc += a[(long long)r * k + i] * b[(long long)i * n + col];
+            c[(long long)r * n + col] = fmaxf(acc + bias[col], 0.f);
+        }
+}
+"""
+"""A correct fused GEMM without shared memory or register tiles: correctness points only."""
+
+FUSED_NO_RELU = FUSED_NAIVE.replace("fmaxf(acc + bias[col], 0.f)", "acc + bias[col]")
+"""The epilogue without its ReLU: must fail."""
+
+
+def test_fused_calibration_kernels_compile():
+    course = import_course()
+    for src in (FUSED_NAIVE, FUSED_NO_RELU):
+        assert course.compile_for_arch(src, "sm_80").cubin
+
+
+@pytest.mark.gpu
+def test_fused_gemm_calibration():
+    """Does a naive fused GEMM get correctness points only (slow), and one without ReLU fail?"""
+    import_course()
+    naive, ratio = _grade("sgemm_bias_relu", FUSED_NAIVE)
+    no_relu, _ = _grade("sgemm_bias_relu", FUSED_NO_RELU)
+    assert naive.status == "slow" and naive.points == 4, naive.feedback()
+    assert no_relu.points == 0 and no_relu.status == "failed", no_relu.feedback()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sgemm_rowmajor", "linear_rowmajor"])
+def test_cublas_calls_on_the_gpu(name):
+    """Is the reference call right under real cuBLAS at every case, and does the NumPy model that
+    students without a GPU try their call on compute exactly what cuBLAS does, wrong calls included?"""
+    import numpy as np
+    import_course()
+    from autograder import get_exercise, grade_source
+    from autograder.launchcfg import parse_call_cell
+    from course.lessons import ch10_calls
+    ex = get_exercise(STEM, name)
+    text = (REPO / "solutions" / STEM / ex.solution_file).read_text()
+    r = grade_source(STEM, name, text)
+    assert r.points == r.max_points, r.feedback()
+    call = parse_call_cell(text, name)
+    wrong = dict(call, lda=call["ldb"], ldb=call["lda"])       # leading dimensions crossed
+    sizes = ex.sizes[-1]
+    for c in (call, wrong):
+        bufs, _, out_len = ch10_calls.make_case(name, sizes, seed=3)
+        import cupy
+        outs = {}
+        for backend, xp in (("numpy", np), ("cupy", cupy)):
+            d = {nm: xp.array(b) for nm, b in bufs.items()}
+            out = xp.full(out_len, np.nan, dtype=np.float32)
+            try:
+                ch10_calls.sgemm_call(name, c, d, out, sizes)
+            except ValueError as exc:
+                outs[backend] = str(exc)
+                continue
+            outs[backend] = out if backend == "numpy" else cupy.asnumpy(out)
+        if isinstance(outs["numpy"], str):
+            assert outs["numpy"] == outs["cupy"]
+        else:
+            np.testing.assert_allclose(outs["cupy"], outs["numpy"], rtol=1e-4, atol=1e-3)

@@ -57,3 +57,24 @@ def test_gpu_cell_skips_with_one_sentence(capsys):
     _magic.gpu_cell("time the copy", "1/0", Shell())
     out = capsys.readouterr().out.strip()
     assert out.startswith("[no GPU] time the copy needs an NVIDIA GPU") and out.count("\n") == 0
+
+
+def test_cublas_cell_tries_the_call_on_the_numpy_model(capsys):
+    """Without a GPU, does %%cublas check the call, make it on the NumPy model and keep it for grading?"""
+    from repo_helpers import REPO
+    right = (REPO / "solutions" / "10_cublas" / "sgemm_rowmajor.py").read_text()
+    assert _magic.cublas_cell("--name sgemm_rowmajor", right) is True
+    out = capsys.readouterr().out
+    assert "right on a small case" in out and "NumPy model" in out
+    assert _magic.cell_sources["sgemm_rowmajor"] == right
+    wrong = right.replace('"ldc": "ldc"', '"ldc": "n"')
+    assert _magic.cublas_cell("--name sgemm_rowmajor", wrong) is False
+    assert "wrong on a small case" in capsys.readouterr().out
+    assert _magic.cublas_cell("--name sgemm_rowmajor", "{\n    // YOUR CODE HERE\n}") is False
+    assert "not filled in" in capsys.readouterr().out
+
+
+def test_cublas_cell_needs_a_known_name():
+    from IPython.core.error import UsageError
+    with pytest.raises(UsageError, match="sgemm_rowmajor"):
+        _magic.cublas_cell("", "{}")
