@@ -267,7 +267,7 @@ def ldmatrix_access(row_bytes: int, swizzle: bool, *, operand: str = "A", kstep:
     """The bank picture of one ldmatrix.x4 of the reference kernel (course.lessons.ch05.bank_access).
 
     Each lane names a 16-byte row piece; a phase is 8 lanes (one 8 x 8 matrix). ``row_bytes`` is the
-    shared tile's row: 64 for A with BK = 32, 512 for B with BN = 256. Swizzled, chunk c of row r is
+    shared tile's row: 64 for A with BK = 32, 256 for B with BN = 128. Swizzled, chunk c of row r is
     stored at c ^ ((r >> 1) & 3) (64-byte rows) or c ^ (r & 7) (rows of 128 bytes or more).
     """
     from course.lessons.ch05 import bank_access
@@ -290,7 +290,7 @@ def ldmatrix_access(row_bytes: int, swizzle: bool, *, operand: str = "A", kstep:
 def swizzle_table() -> list:
     """Conflict degree of the reference's ldmatrix loads with and without the XOR swizzle."""
     rows = []
-    for label, rb, op in (("A tile, BK = 32 (64-byte rows)", 64, "A"), ("B tile, BN = 256 (512-byte rows)", 512, "B")):
+    for label, rb, op in (("A tile, BK = 32 (64-byte rows)", 64, "A"), ("B tile, BN = 128 (256-byte rows)", 256, "B")):
         for sw in (False, True):
             acc = ldmatrix_access(rb, sw, operand=op)
             rows.append({"tile": label, "swizzle": "XOR" if sw else "none", "degree": acc.degree,
@@ -355,7 +355,7 @@ def bf16_error_table(ks=(64, 256, 1024, 4096), m: int = 64, n: int = 64, seed: i
 # --- the reference kernel and its ablation --------------------------------------------------------
 
 _SOLUTION = Path(__file__).resolve().parents[2] / "solutions" / "08_tensor_cores" / "mma_gemm.cu"
-_DEFAULTS = dict(BM=128, BN=256, BK=32, WARPS_M=2, WARPS_N=4, STAGES=4, SWIZZLE=1, SMEM_EPILOGUE=1, OUT_BF16=1,
+_DEFAULTS = dict(BM=256, BN=128, BK=32, WARPS_M=4, WARPS_N=2, STAGES=4, SWIZZLE=1, SMEM_EPILOGUE=1, OUT_BF16=1,
                  GROUP_M=8, FRAG_DB=1)
 
 ABLATION = [
@@ -365,6 +365,7 @@ ABLATION = [
     ("epilogue straight to global", {"SMEM_EPILOGUE": 0}),
     ("2 stages instead of 4", {"STAGES": 2}),
     ("3 stages", {"STAGES": 3}),
+    ("128 x 256 tiles (2 x 4 warps)", {"BM": 128, "BN": 256, "WARPS_M": 2, "WARPS_N": 4}),
     ("no XOR swizzle", {"SWIZZLE": 0}),
 ]
 

@@ -8,18 +8,18 @@
 // Contract: any M; N and K multiples of 8 (every row starts on a 16-byte boundary for cp.async).
 // Launch: 1-D grid of ceil(M / BM) * ceil(N / BN) blocks of 32 * WARPS_M * WARPS_N threads and
 // max(STAGES * (BM + BN) * BK * 2, BM * (BN + 8) * 2) bytes of dynamic shared memory (98304 with the
-// defaults: 128 x 256 tiles, 8 warps of 64 x 64, 4 stages).
+// defaults: 256 x 128 tiles, 8 warps of 64 x 64, 4 stages), which fits every sm_80+ GPU, sm_86/89 too.
 #ifndef BM
-#define BM 128
+#define BM 256
 #endif
 #ifndef BN
-#define BN 256
+#define BN 128
 #endif
 #ifndef WARPS_M
-#define WARPS_M 2
+#define WARPS_M 4
 #endif
 #ifndef WARPS_N
-#define WARPS_N 4
+#define WARPS_N 2
 #endif
 #ifndef STAGES
 #define STAGES 4
@@ -122,8 +122,9 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 #endif
     extern __shared__ __align__(128) unsigned char smem[];
     // ### BEGIN SOLUTION
-    bf16* As = reinterpret_cast<bf16*>(smem);
-    bf16* Bs = As + STAGES * BM * BK;
+    // a stage is its A tile followed by its B tile, so one byte offset walks both around the ring
+    constexpr unsigned A_TILE_BYTES = BM * BK * 2, STAGE_BYTES = (BM + BN) * BK * 2;
+    const unsigned smem0 = smem_addr(smem);
 
     // grouped block order: GROUP_M tile-rows sweep the tile-columns together
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -140,36 +141,69 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
 
     // Each thread copies the same chunks of every stage: NA of A (rows a_r + i * A_STEP, chunk a_c) and
     // NB of B (rows b_k + i * B_STEP, chunk b_j). The steps are multiples of 8 rows, so the swizzle is
-    // the same for all i and the shared offsets differ by constants; only k0 changes from tile to tile.
+    // the same for all i and the shared offsets differ by constants.
     constexpr int NA = BM * (BK / 8) / THREADS, A_STEP = THREADS / (BK / 8);
     constexpr int NB = BK * (BN / 8) / THREADS, B_STEP = THREADS / (BN / 8);
     static_assert(A_STEP % 8 == 0 && B_STEP % 8 == 0, "copy rows must keep the swizzle phase");
     const int a_r = tid / (BK / 8), a_c = tid % (BK / 8);
     const int b_k = tid / (BN / 8), b_j = tid % (BN / 8);
-    const unsigned a_dst = smem_addr(As + a_off(a_r, a_c)), b_dst = smem_addr(Bs + b_off(b_k, b_j));
-    const bf16* a_src = A + (size_t)(m0 + a_r) * K + a_c * 8;
-    const bf16* b_src = B + (size_t)b_k * N + n0 + b_j * 8;
-    unsigned a_rows_ok = 0;
-#pragma unroll
-    for (int i = 0; i < NA; ++i) a_rows_ok |= (m0 + a_r + i * A_STEP < M) << i;
-    const bool b_cols_ok = n0 + b_j * 8 < N;
+    const unsigned a_dst = smem0 + a_off(a_r, a_c) * 2, b_dst = smem0 + A_TILE_BYTES + b_off(b_k, b_j) * 2;
 
-    // no branches: a tile past the end of K is issued with src_bytes = 0 (zeros into a slot nobody
-    // reads again), so the copies stay in the same basic block as the MMAs and the scheduler can
-    // interleave them
-    auto load_stage = [&](int stage, int k0) {
-        const bool a_k_ok = k0 + a_c * 8 < K;
+    // Every source address stays inside its matrix without a select per copy: rows of A past M and
+    // columns of B past N are clamped onto the last ones (their products only reach outputs nobody
+    // stores), and k past K is clamped too but copied as zeros (src_bytes = 0), which also covers the
+    // tiles the pipeline issues past the end. Addresses are formed in bytes from unsigned row indices,
+    // so each one is a single wide multiply-add; and no branches, so the copies share the MMAs' basic
+    // block and the scheduler interleaves them.
+    unsigned a_row[NA];
 #pragma unroll
-        for (int i = 0; i < NA; ++i) {
-            const bool ok = a_k_ok && ((a_rows_ok >> i) & 1);
-            cp_async_16(a_dst + (stage * BM * BK + i * A_STEP * BK) * 2,
-                        ok ? a_src + (size_t)i * A_STEP * K + k0 : A, ok);
-        }
+    for (int i = 0; i < NA; ++i) a_row[i] = min(m0 + a_r + i * A_STEP, M - 1);
+    const char* b_col = reinterpret_cast<const char*>(B + min(n0 + b_j * 8, N - 8));
+    const unsigned a_pitch = 2u * K, b_pitch = 2u * N;
+    auto load_stage = [&](unsigned stage, int k0) {
+        const int ka = k0 + a_c * 8;
+        const char* a_col = reinterpret_cast<const char*>(A + min(ka, K - 8));
+#pragma unroll
+        for (int i = 0; i < NA; ++i)
+            cp_async_16(a_dst + stage + i * A_STEP * BK * 2, a_col + (size_t)a_row[i] * a_pitch, ka < K);
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
-            const bool ok = b_cols_ok && (k0 + b_k + i * B_STEP < K);
-            cp_async_16(b_dst + (stage * BK * BN + i * B_STEP * BN) * 2,
-                        ok ? b_src + (size_t)(k0 + i * B_STEP) * N : B, ok);
+            const int kb = k0 + b_k + i * B_STEP;
+            cp_async_16(b_dst + stage + i * B_STEP * BN * 2, b_col + (size_t)(unsigned)min(kb, K - 1) * b_pitch,
+                        kb < K);
+        }
+    };
+    auto next_stage = [](unsigned s) { return s + STAGE_BYTES == STAGES * STAGE_BYTES ? 0u : s + STAGE_BYTES; };
+
+    // Fragment addresses. Lane l reads row l & 15 of each 16-row piece at chunk 2 kk + (l >> 4); the
+    // pieces start on multiples of 8 rows, so the swizzle term depends on the lane alone and the chunk
+    // is (2 kk) ^ xa: one base per k16 step, with the m16 pieces (and B's k16 steps) at constant
+    // offsets that ldmatrix takes as immediates. Fewer live addresses is what lets BK = 64 keep both
+    // fragment buffers without spilling.
+    const int hi = lane >> 4;
+#if SWIZZLE
+    const int xa = hi ^ (BK == 32 ? (lane >> 1) & 3 : lane & 7), xb = hi ^ (lane & 7);
+#else
+    const int xa = hi, xb = hi;
+#endif
+    const unsigned a_frag = smem0 + (wm0 + (lane & 15)) * BK * 2;
+    const unsigned b_frag = smem0 + A_TILE_BYTES + (lane & 15) * BN * 2;
+    unsigned b_chunk[NI / 2];
+#pragma unroll
+    for (int nj = 0; nj < NI / 2; ++nj) b_chunk[nj] = ((wn0 / 8 + 2 * nj) ^ xb) << 4;
+
+    auto load_a = [&](unsigned (&a)[MI][4], unsigned stage, int kk) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)   // lanes 0-15: rows at k 0-7, lanes 16-31: the same rows at k 8-15
+            ldmatrix_x4(a[mi], a_frag + stage + mi * 16 * BK * 2 + (((2 * kk) ^ xa) << 4));
+    };
+    auto load_b = [&](unsigned (&b)[NI][2], unsigned stage, int kk) {
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {   // one x4.trans = k 0-15 of two n8 tiles
+            unsigned t4[4];
+            ldmatrix_x4_trans(t4, b_frag + stage + kk * 16 * BN * 2 + b_chunk[nj]);
+            b[2 * nj][0] = t4[0]; b[2 * nj][1] = t4[1];
+            b[2 * nj + 1][0] = t4[2]; b[2 * nj + 1][1] = t4[3];
         }
     };
 
@@ -180,21 +214,11 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
         for (int j = 0; j < NI; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
-#if FRAG_DB
-    // fragments for one k16 step: A of MI m16 tiles, B of NI n8 tiles
-    unsigned a[2][MI][4], b[2][NI][2];
-    auto load_frags = [&](int buf, const bf16* as, const bf16* bs, int kk) {
+    auto mma_step = [&](const unsigned (&a)[MI][4], const unsigned (&b)[NI][2]) {
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)   // lanes 0-15: rows at k 0-7, lanes 16-31: the same rows at k 8-15
-            ldmatrix_x4(a[buf][mi], smem_addr(as + a_off(wm0 + mi * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int nj = 0; nj < NI / 2; ++nj) {   // one x4.trans = k 0-15 of two n8 tiles
-            unsigned t4[4];
-            ldmatrix_x4_trans(t4, smem_addr(bs + b_off(kk * 16 + (lane & 15), (wn0 + nj * 16) / 8 + (lane >> 4))));
-            b[buf][2 * nj][0] = t4[0]; b[buf][2 * nj][1] = t4[1];
-            b[buf][2 * nj + 1][0] = t4[2]; b[buf][2 * nj + 1][1] = t4[3];
-        }
+            for (int ni = 0; ni < NI; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
     };
 
     const int k_tiles = (K + BK - 1) / BK;
@@ -202,74 +226,71 @@ mma_gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict_
     // STAGES - 2 groups pending" always means "the oldest tile still needed has landed".
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        load_stage(s, s * BK);
+        load_stage(s * STAGE_BYTES, s * BK);
         asm volatile("cp.async.commit_group;\n" ::);
     }
+    unsigned rd = 0, wr = (STAGES - 1) * STAGE_BYTES;   // byte offsets of the stage read and the one refilled
+    int k_next = (STAGES - 1) * BK;
+
+#if FRAG_DB
+    // The copies for tile kt + STAGES - 1 go out after the fragment loads of step COPY_STEP: a shared
+    // write may not be hoisted above a shared read, so copies issued first would hold those loads back
+    // behind their address arithmetic. Step 1 rather than 0 (when there is one before the last) also
+    // lets the first MMAs start at once (~2% faster with BK = 64). It must come before step KI - 1,
+    // whose wait counts this iteration's group as committed.
+    constexpr int COPY_STEP = KI > 2 ? 1 : 0;
+    // fragments for one k16 step: A of MI m16 tiles, B of NI n8 tiles
+    unsigned a[2][MI][4], b[2][NI][2];
     asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
     __syncthreads();
-    load_frags(0, As, Bs, 0);
+    load_a(a[0], 0, 0);
+    load_b(b[0], 0, 0);
 
     for (int kt = 0; kt < k_tiles; ++kt) {
-        // refill the slot tile kt - 1 used: every warp read its last fragments before the barrier that
-        // ended iteration kt - 1
-        const int next = kt + STAGES - 1;
-        load_stage(next % STAGES, next * BK);
-        asm volatile("cp.async.commit_group;\n" ::);
-        const bf16* as = As + (kt % STAGES) * BM * BK;
-        const bf16* bs = Bs + (kt % STAGES) * BK * BN;
+        const unsigned rd_next = next_stage(rd);
 #pragma unroll
         for (int kk = 0; kk < KI; ++kk) {
             // fragments for the next k16 step are fetched while this step's MMAs run; at the last step
             // they come from tile kt + 1, which must have landed and be visible to every warp first
+            // (after the last tile they are read and never used)
             if (kk == KI - 1) {
                 asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
                 __syncthreads();
-                if (kt + 1 < k_tiles)
-                    load_frags((kk + 1) & 1, As + ((kt + 1) % STAGES) * BM * BK, Bs + ((kt + 1) % STAGES) * BK * BN, 0);
+                load_a(a[(kk + 1) & 1], rd_next, 0);
+                load_b(b[(kk + 1) & 1], rd_next, 0);
             } else {
-                load_frags((kk + 1) & 1, as, bs, kk + 1);
+                load_a(a[(kk + 1) & 1], rd, kk + 1);
+                load_b(b[(kk + 1) & 1], rd, kk + 1);
             }
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < NI; ++ni)
-                    mma_bf16(acc[mi][ni], a[kk & 1][mi], b[kk & 1][ni][0], b[kk & 1][ni][1]);
+            // the slot refilled is the one tile kt - 1 used: every warp read its last fragments
+            // before the barrier of iteration kt - 1
+            if (kk == COPY_STEP) {
+                load_stage(wr, k_next);
+                asm volatile("cp.async.commit_group;\n" ::);
+                wr = next_stage(wr);
+                k_next += BK;
+            }
+            mma_step(a[kk & 1], b[kk & 1]);
         }
+        rd = rd_next;
     }
 
 #else
-    const int k_tiles = (K + BK - 1) / BK;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        load_stage(s, s * BK);
-        asm volatile("cp.async.commit_group;\n" ::);
-    }
     for (int kt = 0; kt < k_tiles; ++kt) {
         asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
         __syncthreads();
-        const int next = kt + STAGES - 1;
-        load_stage(next % STAGES, next * BK);
+        load_stage(wr, k_next);
         asm volatile("cp.async.commit_group;\n" ::);
-        const bf16* as = As + (kt % STAGES) * BM * BK;
-        const bf16* bs = Bs + (kt % STAGES) * BK * BN;
+        wr = next_stage(wr);
+        k_next += BK;
 #pragma unroll
         for (int kk = 0; kk < KI; ++kk) {
-            unsigned b[NI][2];
-#pragma unroll
-            for (int nj = 0; nj < NI / 2; ++nj) {
-                unsigned t4[4];
-                ldmatrix_x4_trans(t4, smem_addr(bs + b_off(kk * 16 + (lane & 15), (wn0 + nj * 16) / 8 + (lane >> 4))));
-                b[2 * nj][0] = t4[0]; b[2 * nj][1] = t4[1];
-                b[2 * nj + 1][0] = t4[2]; b[2 * nj + 1][1] = t4[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                unsigned a[4];
-                ldmatrix_x4(a, smem_addr(as + a_off(wm0 + mi * 16 + (lane & 15), kk * 2 + (lane >> 4))));
-#pragma unroll
-                for (int ni = 0; ni < NI; ++ni) mma_bf16(acc[mi][ni], a, b[ni][0], b[ni][1]);
-            }
+            unsigned a[MI][4], b[NI][2];
+            load_b(b, rd, kk);
+            load_a(a, rd, kk);
+            mma_step(a, b);
         }
+        rd = next_stage(rd);
     }
 #endif
 
