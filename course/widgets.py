@@ -133,7 +133,10 @@ class Sweep:
         fixed = {**self._defaults(), **fixed}
         if ax is None:
             _fig, ax = plt.subplots(figsize=(7, 4))
-        pts = self.curve(**fixed)
+        # no progress bar while redrawing: a bar displayed and closed inside a widget's output area
+        # leaves "model not found" in JupyterLab and a blank figure (seen on the GPU browser test);
+        # measure_all() shows one when the points are measured up front
+        pts = self.curve(progress=False, **fixed)
         xs = [p[0] for p in pts if p[1] is not None]
         ys = [p[1] for p in pts if p[1] is not None]
         ax.plot(xs, ys, marker="o")
@@ -161,7 +164,7 @@ class Sweep:
         first x). Returns the axes, or None with one sentence when there is nothing to draw.
         """
         import matplotlib.pyplot as plt
-        pts = [(x, v) for x, v in self.curve(**(fixed or {})) if v is not None]
+        pts = [(x, v) for x, v in self.curve(progress=False, **(fixed or {})) if v is not None]
         if not pts:
             print("[no GPU] No recording of this sweep to draw; on a GPU this cell measures it.")
             return None

@@ -68,7 +68,12 @@ function outputsOf() {
   return {
     stderr: text('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
     sliders: panel.querySelectorAll(".widget-slider .noUi-handle").length,
-    widgetErrors: text(".jupyter-widgets .jp-RenderedText, .jp-OutputArea-output .jupyter-widgets-view-error")
+    // A widget whose model is gone renders as a bare .jupyter-widgets node holding only the text
+    // "Error displaying widget: model not found" (e.g. a closed progress bar inside an Output widget).
+    widgetErrors: [...panel.querySelectorAll(
+      ".jupyter-widgets .jp-RenderedText, .jupyter-widgets-view-error, .jupyter-widgets")]
+      .filter((e) => e.children.length === 0 || e.classList.contains("jp-RenderedText"))
+      .map((e) => e.textContent.trim())
       .filter((t) => /Error displaying widget|model not found/i.test(t)),
   };
 }
@@ -142,13 +147,19 @@ async function moveSlider(page, stem) {
   const atEnd = await handle.evaluate((h) => h.getAttribute("aria-valuenow") === h.getAttribute("aria-valuemax"));
   await handle.focus();
   await page.keyboard.press(atEnd ? "ArrowLeft" : "ArrowRight");
+  // Wait for a new image, then until it has stayed the same for 2 s: a redraw can pass through
+  // intermediate outputs (a progress bar, an empty figure) before the plot.
   let after = before;
+  let stableSince = 0;
   const end = Date.now() + T.slider;
   while (Date.now() < end) {
     await page.waitForTimeout(500);
     const src = await img.getAttribute("src").catch(() => null);
-    if (src && src !== before.src) {
+    if (!src || src === before.src) continue;
+    if (src !== after.src) {
       after = { src, value: (await readout.textContent()).trim() };
+      stableSince = Date.now();
+    } else if (Date.now() - stableSince >= 2000) {
       break;
     }
   }
@@ -173,7 +184,12 @@ async function driveNotebook(page, rel) {
     result.state = await runAll(page);
     result.runSeconds = Math.round((Date.now() - t0) / 1000);
     Object.assign(result, await page.evaluate(outputsOf));
-    await page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first().scrollIntoViewIfNeeded();
+    // Back to the top: lazily laid-out cells paint only after a moment (as in shot()).
+    const top = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first();
+    await top.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(700);
+    await top.scrollIntoViewIfNeeded();
+    await page.waitForTimeout(700);
     await shot(page, `${stem}-ran-top`);
     // The first sweep cell with its output: sliders and a plot, or the sentence saying why not.
     const sweepCell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell",
@@ -184,6 +200,9 @@ async function driveNotebook(page, rel) {
       { hasText: "%%gpu" }).first();
     if ((await gpuCell.count()) > 0) await shot(page, `${stem}-gpu-cell`, gpuCell);
     result.slider = await moveSlider(page, stem);
+    // Scrolling and the slider re-render widgets: errors that show only then count too.
+    const later = (await page.evaluate(outputsOf)).widgetErrors;
+    result.widgetErrors = [...new Set([...result.widgetErrors, ...later])];
   } catch (e) {
     result.failure = e.message;
     await shot(page, `${stem}-failure`);

@@ -87,6 +87,10 @@ def slider_problems(result: dict, must_have_slider: bool) -> list[str]:
     if not slider["imageChanged"] or slider["valueBefore"] == slider["valueAfter"]:
         return [f"{name}: moving the slider ({slider['valueBefore']} -> {slider['valueAfter']}) did "
                 "not change the plot image"]
+    before, after = slider["imageBytes"]
+    if after < before / 4:  # a blank figure of the same size is a few kB, a plot tens of kB
+        return [f"{name}: after moving the slider the plot image is nearly empty ({after} bytes of "
+                f"data URL, {before} before)"]
     return []
 
 
