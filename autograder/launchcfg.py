@@ -36,12 +36,23 @@ def parse_launch_cell(source: str, exercise: str | None = None) -> dict | None:
     except SyntaxError:
         return None
     wanted = {"LAUNCH"} | ({f"{exercise.upper()}_LAUNCH", f"{exercise}_LAUNCH"} if exercise else set())
+    node = _last_value(tree, wanted)
+    if node is None:
+        return None
+    return sanitize(_literal(ast.get_source_segment(source, node) or "", "launch cell"))
+
+
+def _last_value(tree: ast.Module, names: set, bare: bool = False):
+    """The expression last assigned to one of ``names`` at the top level (or, with ``bare``, last
+    standing alone as a statement), or None."""
     found = None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in wanted:
-            found = _literal(ast.get_source_segment(source, node.value) or "", "launch cell")
-    return None if found is None else sanitize(found)
+        if bare and isinstance(node, ast.Expr):
+            found = node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in names:
+            found = node.value
+    return found
 
 
 def parse_call_cell(source: str, exercise: str) -> dict:
@@ -59,13 +70,7 @@ def parse_call_cell(source: str, exercise: str) -> dict:
     except SyntaxError as exc:
         raise LaunchDataError(f"the {exercise} call is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
                               f"write a dict such as {example}") from None
-    found = None
-    for node in tree.body:
-        if isinstance(node, ast.Expr):
-            found = node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in ("CALL", f"{exercise.upper()}_CALL"):
-            found = node.value
+    found = _last_value(tree, {"CALL", f"{exercise.upper()}_CALL"}, bare=True)
     if found is None:
         raise LaunchDataError(f"no call found for {exercise}: its cell should hold a dict such as {example}.")
     try:

@@ -286,19 +286,26 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
             "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
             "min_cc": list(ex.min_cc)}
     results, outcome, printf = _run_steps(task, steps, ex)
-    if outcome is not None and outcome.device:
-        session.device = f"{outcome.device.get('name')} ({outcome.device.get('arch')})"
-    extra.update(device=session.device, printf=printf)
-    if outcome is not None and outcome.nogpu:
-        session.no_gpu = outcome.nogpu
-        extra.pop("printf")
-        return _no_gpu_report(ex, outcome.nogpu, **extra)
-    if outcome is not None and outcome.skipped:
-        extra.pop("printf")
-        return policy.skipped_report(ex, outcome.skipped, **extra)
-    report = _assemble(ex, steps, results, extra)
+    early = _no_verdict(ex, outcome, session, extra)
+    if early:
+        return early
+    report = _assemble(ex, steps, results, dict(extra, printf=printf))
     report.duration_s = time.monotonic() - t0
     return report
+
+
+def _no_verdict(ex, outcome, session: Session, extra: dict) -> ExerciseReport | None:
+    """Record the child's GPU in ``session`` and ``extra``; the report when nothing could be graded
+    there (no usable GPU, or one older than the exercise needs), else None."""
+    if outcome is not None and outcome.device:
+        session.device = f"{outcome.device.get('name')} ({outcome.device.get('arch')})"
+    extra["device"] = session.device
+    if outcome is not None and outcome.nogpu:
+        session.no_gpu = outcome.nogpu
+        return _no_gpu_report(ex, outcome.nogpu, **extra)
+    if outcome is not None and outcome.skipped:
+        return policy.skipped_report(ex, outcome.skipped, **extra)
+    return None
 
 
 def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: dict, t0: float) -> ExerciseReport:
@@ -311,24 +318,14 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
         problem = str(exc)
     if problem:
         return policy.score(ex, [], compile_failure=(Status.FAILED, problem), **extra)
-    steps = [f"case:{i}" for i in range(len(ex.sizes))]
+    steps = [f"size:{i}" for i in range(len(ex.sizes))]
     task = {"chapter": ex.chapter, "exercise": ex.name, "call": call, "seed": session.new_seed(),
             "cap": MESSAGE_CAP, "harness": HARNESS_MODULE, "min_cc": list(ex.min_cc)}
     results, outcome, _ = _run_steps(task, steps, ex)
-    if outcome is not None and outcome.device:
-        session.device = f"{outcome.device.get('name')} ({outcome.device.get('arch')})"
-    extra.update(device=session.device)
-    if outcome is not None and outcome.nogpu:
-        session.no_gpu = outcome.nogpu
-        return _no_gpu_report(ex, outcome.nogpu, **extra)
-    if outcome is not None and outcome.skipped:
-        return policy.skipped_report(ex, outcome.skipped, **extra)
-    sizes = []
-    for i, case in enumerate(ex.sizes):
-        data, _ = results.get(i, ({"status": Status.NOT_RUN, "message": ""}, False))
-        sizes.append(SizeResult(sizes={k: repr(v) for k, v in case.items()}, status=data.get("status", Status.ERROR),
-                                message=data.get("message", "")))
-    report = policy.score(ex, sizes, **extra)
+    early = _no_verdict(ex, outcome, session, extra)
+    if early:
+        return early
+    report = policy.score(ex, _size_results(ex, steps, results), **extra)
     report.duration_s = time.monotonic() - t0
     return report
 

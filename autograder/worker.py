@@ -168,7 +168,7 @@ def _run(chan: Channel, task: dict) -> None:
 
 
 def _run_call(chan: Channel, task: dict, ex, driver) -> None:
-    """Steps "case:i" of a library-call exercise: the grader's driver makes the student's call."""
+    """Steps "size:i" of a library-call exercise: the grader's driver makes the student's call."""
     steps = task["steps"]
     for i in range(int(task.get("start", 0)), len(steps)):
         task["_current"] = i

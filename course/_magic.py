@@ -84,10 +84,6 @@ def gpu_cell(line: str, cell: str, shell) -> None:
     shell.run_cell(cell)
 
 
-# a small case with padded rows: a call that confuses a size with a row pitch goes wrong here
-CUBLAS_TRY_SIZES = {"m": 37, "n": 50, "k": 29, "lda": 32, "ldb": 53, "ldc": 51, "ldx": 32, "ldw": 31, "ldy": 51}
-
-
 def cublas_cell(line: str, cell: str) -> bool:
     """Read the call in ``cell`` as data, check it, and make it once on a small padded case (cuBLAS with a
     GPU, a NumPy model of it without). Prints the verdict; returns whether the call was right."""
@@ -112,7 +108,7 @@ def cublas_cell(line: str, cell: str) -> bool:
         return False
     from ._env import gpu_available
     gpu = gpu_available()
-    sizes = {k: CUBLAS_TRY_SIZES[k] for k in ch10_calls.PROBLEMS[name].size_names}
+    sizes = ch10_calls.TRY_SIZES[name]
     verdict = ch10_calls.grade_case(name, call, sizes, seed=0, backend="cupy" if gpu else "numpy")
     label = ", ".join(f"{k}={v}" for k, v in sizes.items())
     how = "cuBLAS on this GPU" if gpu else "a NumPy model of cublasSgemm (no GPU here; the grader uses cuBLAS)"

@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "FIELDS", "check_call", "resolve_call", "sgemm_call", "grade_case", "make_case"]
+__all__ = ["PROBLEMS", "TRY_SIZES", "FIELDS", "check_call", "resolve_call", "sgemm_call", "grade_case", "make_case"]
 
 FIELDS = ("transa", "transb", "m", "n", "k", "A", "lda", "B", "ldb", "ldc")
 _OPS = {"N": 0, "T": 1}  # CUBLAS_OP_N, CUBLAS_OP_T
@@ -54,6 +54,14 @@ PROBLEMS = {
                               "c = a @ b"),
     "linear_rowmajor": Problem("linear_rowmajor", {"x": ("m", "k", "ldx"), "w": ("n", "k", "ldw")}, "y", "ldy",
                                "y = x @ w.T"),
+}
+
+
+# a small case with padded rows for trying a call (the %%cublas magic): a call that takes a row length
+# for a row pitch goes wrong here
+TRY_SIZES = {
+    "sgemm_rowmajor": {"m": 37, "n": 50, "k": 29, "lda": 32, "ldb": 53, "ldc": 51},
+    "linear_rowmajor": {"m": 37, "n": 50, "k": 29, "ldx": 32, "ldw": 31, "ldy": 51},
 }
 
 
@@ -106,6 +114,11 @@ def resolve_call(problem: str, call: dict, sizes: dict) -> dict:
             for f, v in call.items()}
 
 
+def _operands(r: dict) -> tuple:
+    """(cuBLAS name, rows and columns of op(X), ld, op) of A and B in a resolved call."""
+    return (("A", r["m"], r["k"], r["lda"], r["transa"]), ("B", r["k"], r["n"], r["ldb"], r["transb"]))
+
+
 def _reach(op: str, rows: int, cols: int, ld: int) -> tuple:
     """(stored rows, elements cuBLAS reads) of an ``op(X)`` that is ``rows x cols``, X column-major with ld."""
     srows, scols = (rows, cols) if op == "N" else (cols, rows)
@@ -114,8 +127,7 @@ def _reach(op: str, rows: int, cols: int, ld: int) -> tuple:
 
 def _bounds_problem(r: dict, lens: dict) -> str:
     """'' when the resolved call stays inside the buffers (lens: name -> elements), else why not."""
-    for which, rows, cols, ld, op in (("A", r["m"], r["k"], r["lda"], r["transa"]),
-                                      ("B", r["k"], r["n"], r["ldb"], r["transb"])):
+    for which, rows, cols, ld, op in _operands(r):
         srows, reach = _reach(op, rows, cols, ld)
         what = f"op({which}) = {'' if op == 'N' else 'the transpose of '}{which}"
         if ld < srows:
@@ -197,8 +209,7 @@ def _colmajor(buf: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
 def _sgemm_model(r: dict, bufs: dict, out: np.ndarray) -> None:
     """What cublasSgemm computes, on NumPy buffers (bounds already checked), in float64."""
     ops = []
-    for which, rows, cols, ld, op in (("A", r["m"], r["k"], r["lda"], r["transa"]),
-                                      ("B", r["k"], r["n"], r["ldb"], r["transb"])):
+    for which, rows, cols, ld, op in _operands(r):
         srows, scols = (rows, cols) if op == "N" else (cols, rows)
         stored = _colmajor(bufs[r[which]], srows, scols, ld).astype(np.float64)
         ops.append(stored if op == "N" else stored.T)

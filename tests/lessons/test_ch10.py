@@ -391,9 +391,9 @@ def test_cublas_calls_on_the_gpu(name):
     call = parse_call_cell(text, name)
     wrong = dict(call, lda=call["ldb"], ldb=call["lda"])       # leading dimensions crossed
     sizes = ex.sizes[-1]
+    import cupy
     for c in (call, wrong):
         bufs, _, out_len = ch10_calls.make_case(name, sizes, seed=3)
-        import cupy
         outs = {}
         for backend, xp in (("numpy", np), ("cupy", cupy)):
             d = {nm: xp.array(b) for nm, b in bufs.items()}
