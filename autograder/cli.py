@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from .report import EXIT_NEEDS_GPU, EXIT_OK, EXIT_USAGE, Status
+from .report import EXIT_NEEDS_GPU, EXIT_OK, EXIT_USAGE, Status, printable
 from .spec import SpecError
 
 __all__ = ["main", "build_parser"]
@@ -51,7 +51,7 @@ def _cmd_grade(args) -> int:
         if args.verbose:
             for e in report.exercises:
                 print()
-                print(f"== {e.submission or '-'} / {e.exercise}")
+                print(f"== {printable(e.submission or '-', one_line=True)} / {e.exercise}")
                 print(e.feedback())
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
@@ -60,7 +60,7 @@ def _cmd_grade(args) -> int:
     if any(e.status == Status.NEEDS_GPU for e in report.exercises):
         print(_NO_GPU_HELP, file=sys.stderr)
         reason = next(e.reason for e in report.exercises if e.status == Status.NEEDS_GPU)
-        print(reason, file=sys.stderr)
+        print(printable(reason), file=sys.stderr)
         return EXIT_NEEDS_GPU
     return EXIT_OK
 
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     try:
         return handler[args.command](args)
     except (SpecError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -14,7 +14,9 @@ from .spec import Exercise, SpecError, did_you_mean
 __all__ = ["LaunchDataError", "parse_launch_cell", "parse_call_cell", "launch_from_source", "sanitize", "merge_launch",
            "check_cfg_values", "check_pipeline_cfg", "reference_launch"]
 
-_COMMENT = re.compile(r"^\s*//\s*LAUNCH\s*[=:]\s*(\{.*\})\s*$", re.M)
+# Blanks are [^\S\n], not \s: "^\s*" crossed newlines, so every line start of a run of blank lines
+# rescanned the whole run (quadratic in the number of lines).
+_COMMENT = re.compile(r"^[^\S\n]*//[^\S\n]*LAUNCH[^\S\n]*[=:][^\S\n]*(\{.*\})[^\S\n]*$", re.M)
 
 
 class LaunchDataError(SpecError):

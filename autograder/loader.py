@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import (CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar, SpecError,
-                   Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
+from .spec import (PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar,
+                   SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 
 __all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
            "load_spec_file"]
@@ -64,7 +64,7 @@ def _unexpected_kwarg(exc: TypeError):
     m = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if not m:
         return None
-    classes = (Exercise, In, Out, InOut, Scalar, Constant, Points, Tolerance, Uniform, Pipeline)
+    classes = (Exercise, CallExercise, In, Out, InOut, Scalar, Constant, Points, Tolerance, Uniform, Pipeline)
     cls = {c.__name__: c for c in classes}.get(m.group(1))
     fields = [f.name for f in dataclasses.fields(cls)] if cls else []
     return m.group(1), m.group(2), fields
@@ -181,6 +181,7 @@ def validate(ex: Exercise, path: Path) -> None:
         raise where.error("chapter", f"is {ex.chapter!r} but the spec file is for {chapter!r}")
     if isinstance(ex, CallExercise):
         _validate_call(ex, where)
+        _validate_hidden(ex, where)
         return
     if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
         raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
@@ -192,6 +193,7 @@ def validate(ex: Exercise, path: Path) -> None:
     _validate_launch(ex, where)
     _validate_scoring(ex, where)
     _validate_pipeline(ex, where)
+    _validate_hidden(ex, where)
 
 
 def _validate_params(ex, where):
@@ -367,6 +369,9 @@ def _validate_scoring(ex, where):
             raise where.error(field, f"raised {type(exc).__name__}: {exc}") from None
         if not isinstance(v, (int, float, np.integer, np.floating)) or v <= 0:
             raise where.error(field, f"should return a positive number; got {v!r}")
+    if ex.peak not in PEAKS:
+        raise where.error("peak", f"should be one of {', '.join(map(repr, PEAKS))} (the arithmetic the exercise's "
+                          f"precision runs on); got {ex.peak!r}.{did_you_mean(str(ex.peak).lower(), PEAKS)}")
     if ex.points.speed > 0 and ex.floor_bytes is None and ex.floor_flops is None:
         raise where.error("floor_bytes", "an exercise with speed points needs floor_bytes or floor_flops, "
                           "so that impossible times are flagged")
@@ -488,3 +493,60 @@ def _validate_call(ex: CallExercise, where) -> None:
     problem = ex.resolve("checker")(ex.name, call)
     if problem:
         raise where.error("solution_file", f"the reference call in {path.name} is refused by the checker: {problem}")
+
+
+# seeds whose hidden cases are drawn at load: a spec that cannot produce them fails check-specs, not a grading
+_HIDDEN_CHECK_SEEDS = (0, 1, 2, 12345)
+
+
+def _validate_hidden(ex, where) -> None:
+    """hidden_sizes, tile, size_range, size_rule (and a CallExercise's case_bytes); then draw a few seeds."""
+    from . import hidden
+    if type(ex.hidden_sizes) is not int or not 0 <= ex.hidden_sizes <= 32:
+        raise where.error("hidden_sizes", f"should be an int from 0 (none) to 32; got {ex.hidden_sizes!r}")
+    names, unit = ex.size_names, hidden.units(ex)
+    for field in ("tile", "size_range"):
+        value = getattr(ex, field)
+        if not isinstance(value, dict):
+            raise where.error(field, f"should be a dict of size name -> {'tile' if field == 'tile' else '(lo, hi)'}; "
+                              f"got {value!r}")
+        for k in value:
+            if k not in names:
+                raise where.error(field, f"{k!r} is not a size of this exercise.{did_you_mean(k, names)} Sizes: "
+                                  f"{', '.join(names)}")
+    for k, t in ex.tile.items():
+        if type(t) is not int or t < 1 or t % unit[k]:
+            raise where.error("tile", f"{k}: should be a positive int, a multiple of its size_multiples unit "
+                              f"{unit[k]}; got {t!r}")
+    for k, r in ex.size_range.items():
+        if not (isinstance(r, tuple) and len(r) == 2 and all(type(x) is int for x in r) and 1 <= r[0] <= r[1]):
+            raise where.error("size_range", f"{k}: should be (lo, hi), ints with 1 <= lo <= hi; got {r!r}")
+        if r[1] // unit[k] * unit[k] < r[0]:
+            raise where.error("size_range", f"{k}: {r} holds no multiple of {unit[k]} (size_multiples)")
+    if ex.size_rule is not None:
+        if not callable(ex.size_rule):
+            raise where.error("size_rule", f"should be None or a function sizes -> '' (allowed) or why not; got "
+                              f"{ex.size_rule!r}")
+        for case in ex.sizes:
+            if any(isinstance(v, L2Multiple) for v in case.values()):
+                continue
+            try:
+                why = ex.size_rule(dict(case))
+            except Exception as exc:
+                raise where.error("size_rule", f"raised {type(exc).__name__}: {exc} for the public case "
+                                  f"{case}") from None
+            if not isinstance(why, str) or why:
+                raise where.error("size_rule", f"refuses the public case {case} ({why!r}); a rule the public cases "
+                                  "break cannot be the exercise's contract")
+    if isinstance(ex, CallExercise) and ex.case_bytes is not None and not callable(ex.case_bytes):
+        raise where.error("case_bytes", f"should be None or a function sizes -> bytes; got {ex.case_bytes!r}")
+    for seed in _HIDDEN_CHECK_SEEDS:
+        try:
+            cases = hidden.draw_cases(ex, seed)
+        except SpecError as exc:
+            raise where.error("hidden_sizes", f"cannot draw hidden size cases: {exc}. Widen size_range, relax "
+                              "size_rule, or set hidden_sizes=0 and say why") from None
+        except Exception as exc:
+            raise where.error("hidden_sizes", f"drawing hidden size cases raised {type(exc).__name__}: {exc}") from None
+        if len(cases) != ex.hidden_sizes:
+            raise where.error("hidden_sizes", f"drew {len(cases)} cases instead of {ex.hidden_sizes}")

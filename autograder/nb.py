@@ -61,6 +61,11 @@ def preview(chapter: str, exercise: str, source: str | None = None, *, launch: d
 
     ``source`` defaults to the last ``%%cuda --name EXERCISE`` cell you ran.
     """
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        # nbgrader autograde: the kernels were graded before this notebook ran (autograder.nbgrader_plugin)
+        print(f"{exercise}: preview skipped while the instructor autogrades; the grader's points are in the "
+              "exercise's test cell.")
+        return None
     source = source if source is not None else _cell_source(exercise)
     report = grade_in_subprocess(chapter, exercise, source, launch, speed)
     print(report.feedback())
@@ -68,7 +73,11 @@ def preview(chapter: str, exercise: str, source: str | None = None, *, launch: d
 
 
 def nbgrader_points(chapter: str, exercise: str, *, launch: dict | None = None) -> float:
-    """Points for the hidden test cell: prints the feedback and returns the points as the cell's value.
+    """Your points as the grader sees them: prints the feedback and returns the points.
+
+    Under ``nbgrader autograde`` this cell is not run: `autograder.nbgrader_plugin` grades the kernel
+    cell before any student code runs and writes these points into the gradebook itself, so nothing
+    a notebook does in its own process can change them. Run by hand, it is a preview.
 
     nbgrader 0.9 reads a test cell's partial credit from its execute_result (text/plain parsed as a
     float) as long as the cell wrote nothing to stderr and raised nothing; so this never raises and

@@ -222,6 +222,9 @@ def _size_reason(results: list) -> str:
         return ""
     first = bad[0]
     label = ", ".join(f"{k}={v}" for k, v in first.sizes.items())
+    if getattr(first, "hidden", False):
+        label += (" (a size the spec does not list, drawn at random for this grading: the kernel must be right "
+                  "for every size in the exercise's range)")
     text = f"At size {label}: {first.message}" if first.message else f"At size {label}: {first.status}"
     others = [", ".join(f"{k}={v}" for k, v in r.sizes.items()) for r in bad[1:]]
     if others:
@@ -235,7 +238,7 @@ def _size_reason(results: list) -> str:
 
 def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: PipelineResult | None = None,
           timing_failure: SizeResult | None = None, pipeline_failure: SizeResult | None = None,
-          compile_failure: tuple | None = None, notes=(), **extra) -> ExerciseReport:
+          compile_failure: tuple | None = None, notes=(), speed_graded: bool = True, **extra) -> ExerciseReport:
     """Turn per-size results, a speed measurement and a pipeline measurement into points, a status, a reason.
 
     ``compile_failure`` is (status, message) when nothing could run; ``timing_failure`` is a failure
@@ -265,6 +268,11 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
         return ExerciseReport(status=pipeline_failure.status, points=0.0, reason=reason, sizes=list(sizes), **base)
     points = float(ex.points.correctness)
     status, reasons, shown = Status.PASSED, [], None
+    if not speed_graded and (ex.points.speed > 0 or ex.pipeline is not None):
+        skipped = ex.max_points - points
+        return ExerciseReport(status=Status.UNTIMED, points=points, sizes=list(sizes), reason=(
+            f"Correct at every test size. Speed was not graded in this run (--no-speed), so its "
+            f"{skipped:g} point{'s' * (skipped != 1)} are not awarded; grade without --no-speed for them."), **base)
     if ex.points.speed > 0:
         if speed is None:
             return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=None,
@@ -272,10 +280,13 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
         shown = speed
         if speed.impossible:
             status = Status.FLAGGED
-            reasons.append(f"Correct, but timed at {speed.student_ms:.4f} ms, faster than this GPU can move the "
-                           f"data ({speed.floor_ms:.4f} ms at the measured copy bandwidth). No speed points; the "
-                           "instructor will look at it. If the kernel skips work when it is timed, that is the "
-                           "reason.")
+            kind = getattr(speed, "floor_kind", "") or "copy"
+            bound = ("this GPU can move the data (" + f"{speed.floor_ms:.4f} ms at the measured copy bandwidth)"
+                     if kind == "copy" else f"this GPU's {kind.upper()} arithmetic allows ({speed.floor_ms:.4f} ms "
+                     f"at its peak {kind.upper()} rate)")
+            reasons.append(f"Correct, but timed at {speed.student_ms:.4f} ms, faster than {bound}. No speed "
+                           "points; the instructor will look at it. Work done in a lower precision than the "
+                           "exercise's (tensor cores for an FP32 exercise) or work skipped while timed does this.")
         else:
             fraction = speed_fraction(speed.ratio, ex.tiers)
             points += fraction * ex.points.speed

@@ -1,34 +1,38 @@
 """Grade kernels in spawned children, and put their step results together into reports.
 
-The parent never imports CuPy: it checks what it can as text (signature, LAUNCH data), then runs the
-steps (compile, each size, timing, pipeline) in a child, restarting a fresh child after a crash or a kill,
-so one illegal address or hang costs one step only.
+The parent never imports CuPy: it checks what it can as text (size, includes, signature, LAUNCH data),
+compiles in a confined compile child, then runs the steps (load, each size, timing, pipeline) in run
+children, restarting a fresh child after a crash or a kill, so one illegal address or hang costs one step
+only. Each grading has a private folder (0700) for the children's log, temp files and caches, removed
+at the end; the size cases are the spec's public ones plus hidden ones drawn from the grading's secret seed.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
-import multiprocessing
 import os
+import shutil
 import signal
 import tempfile
 import time
 
-from . import policy
-from .extract import Submission, find_submissions
-from .launchcfg import LaunchDataError, launch_from_source, merge_launch, parse_call_cell
-from .loader import chapters, get_exercise, load_chapter
+from . import compiling, policy
+from .compiling import choose_arch
+from .extract import Submission, collect_submissions
+from .hidden import draw_cases
+from .launchcfg import LaunchDataError, launch_from_source, merge_launch, parse_call_cell, reference_launch
+from .loader import chapters, get_exercise, load_chapter, reference_source
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .signature import compare_signature
+from .source_check import check_source
 from .spec import CallExercise, SpecError, did_you_mean
-from .worker import MESSAGE_CAP, child_main
+from .supervise import PRINTF_TAIL_BYTES, run_child, run_steps, signal_name
+from .worker import COMPILE_TIMEOUT_S, MESSAGE_CAP
 
 __all__ = ["grade_source", "grade_submission", "grade_path", "speed_trials", "Session", "PRINTF_TAIL_BYTES"]
 
-PRINTF_TAIL_BYTES = 4096
 HARNESS_MODULE = None  # None: autograder.harness; CPU tests name a fake one for the children to use
-STARTUP_TIMEOUT_S = 120.0  # importing CuPy and creating a CUDA context on a cold machine
-KILL_WAIT_S = 30.0
+COMPILE_CAP = 96 << 20  # the compile child's one message carries the cubins (see compiling.MAX_CUBIN_BYTES)
 
 
 @dataclasses.dataclass
@@ -38,188 +42,44 @@ class Session:
     no_gpu: str | None = None
     device: str = ""
     seed: int | None = None  # fixed only for debugging; normally fresh from os.urandom per exercise
+    gpu: dict | None = None  # the probe's answer: name, cc, arch, l2_bytes, sm_count, max_clock_mhz
+    confine: bool = True     # False only in tests of the supervision itself
+    references: dict = dataclasses.field(default_factory=dict)  # (chapter, exercise, arch) -> program data
 
     def new_seed(self) -> int:
         return self.seed if self.seed is not None else int.from_bytes(os.urandom(8), "little")
 
-
-@dataclasses.dataclass
-class _ChildOutcome:
-    results: dict = dataclasses.field(default_factory=dict)  # step -> (data, fatal)
-    device: dict | None = None
-    nogpu: str | None = None
-    skipped: str | None = None
-    current: int | None = None  # step begun without a result
-    armed: str = ""             # what ran when the deadline was set by "arm"
-    armed_timeout: float = 0.0
-    end: str = "done"           # done | killed | died
-    exitcode: int | None = None
+    def probe(self) -> None:
+        """Ask a child which GPU this is, once per session (the parent never initializes CUDA)."""
+        if self.gpu is not None or self.no_gpu:
+            return
+        out = run_child({"phase": "probe", "harness": HARNESS_MODULE, "cap": MESSAGE_CAP})
+        if out.device:
+            self.gpu = {k: v for k, v in out.device.items() if k != "kind"}
+            self.device = f"{self.gpu.get('name')} ({self.gpu.get('arch')})"
+        else:
+            self.no_gpu = out.nogpu or f"the GPU probe did not answer ({signal_name(out.exitcode)})"
 
 
-def _run_child(task: dict) -> _ChildOutcome:
-    ctx = multiprocessing.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=child_main, args=(send, task), daemon=True, name="autograder-child")
-    proc.start()
-    send.close()
-    out = _ChildOutcome()
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+@contextlib.contextmanager
+def _private_dir():
+    path = tempfile.mkdtemp(prefix="autograder-")  # 0700: no other user reads a log or a cubin
     try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                out.end = "killed"
-                break
-            try:
-                ready = recv.poll(min(remaining, 0.5))
-            except (EOFError, OSError):
-                ready = False
-            if ready:
-                try:
-                    msg = json.loads(recv.recv_bytes(maxlength=task.get("cap", MESSAGE_CAP)))
-                except EOFError:
-                    out.end = "died"  # closed without a "done" message
-                    break
-                except (OSError, ValueError):
-                    out.end = "killed"  # oversized or garbled: do not trust the child further
-                    break
-                kind = msg.get("kind")
-                if kind == "begin":
-                    out.current, out.armed = msg["step"], ""
-                    deadline = time.monotonic() + float(msg["timeout"])
-                elif kind == "arm":
-                    out.armed, out.armed_timeout = msg.get("what", ""), float(msg["timeout"])
-                    deadline = time.monotonic() + float(msg["timeout"])
-                elif kind == "result":
-                    out.results[msg["step"]] = (msg.get("data") or {}, bool(msg.get("fatal")))
-                    out.current = None
-                elif kind == "device":
-                    out.device = msg
-                elif kind == "nogpu":
-                    out.nogpu = msg.get("reason") or "no usable GPU"
-                elif kind == "skipped":
-                    out.skipped = msg.get("arch", "?")
-                elif kind == "done":
-                    break
-            elif not proc.is_alive():
-                out.end = "died"
-                break
+        yield path
     finally:
-        if out.end == "killed" or proc.is_alive():
-            proc.join(5 if out.end != "killed" else 0)
-            if proc.is_alive():
-                proc.kill()
-            proc.join(KILL_WAIT_S)
-        out.exitcode = proc.exitcode
-        recv.close()
-    if out.end == "done" and out.current is not None:
-        out.end = "died"  # said done in the middle of a step: treat as a crash of that step
-    return out
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def _signal_name(code) -> str:
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-def _read_tail(path: str, limit: int = PRINTF_TAIL_BYTES) -> str:
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace").strip()
-    if size > limit:
-        text = f"[... {size - limit} earlier bytes cut]\n" + text
-    return text
-
-
-def _run_steps(base_task: dict, steps: list, ex) -> tuple:
-    """Run ``steps`` in as many children as it takes; (results by step, last outcome, log text)."""
-    fd, log_path = tempfile.mkstemp(prefix="autograder-", suffix=".log")
-    os.close(fd)
-    results = {}
-    outcome = None
-    start = 0
-    try:
-        while start < len(steps):
-            failed = any(d.get("status") not in ("ok", "passed", "not run") for d, _ in results.values())
-            if steps[start] in ("timing", "pipeline") and failed:
-                results[start] = ({"status": Status.NOT_RUN, "message": "correctness failed"}, False)
-                start += 1
-                continue
-            task = {**base_task, "steps": steps, "start": start, "failed_before": failed, "log_path": log_path}
-            outcome = _run_child(task)
-            if outcome.nogpu or outcome.skipped:
-                break
-            for k, v in outcome.results.items():
-                results[k] = v
-            if outcome.end in ("killed", "died"):
-                k = outcome.current
-                if k is None:  # died between steps, or before the first one
-                    k = next((j for j in range(start, len(steps)) if j not in results), None)
-                    if k is None:
-                        break
-                    results[k] = ({"status": Status.ERROR, "message": (
-                        f"the grading process stopped outside a step ({_signal_name(outcome.exitcode)})"
-                        + (": it did not start within the time limit" if outcome.end == "killed" else "")
-                        + ". Grader problem; its log: " + _read_tail(log_path, 1500))}, True)
-                elif outcome.end == "killed" and outcome.armed:
-                    results[k] = ({"status": Status.TIMED_OUT, "message": (
-                        f"timed out: {outcome.armed} was still running after {outcome.armed_timeout:.0f} s "
-                        "and was stopped. Look for a loop whose exit condition never becomes true, or a "
-                        "__syncthreads() that not every thread of the block reaches.")}, True)
-                elif outcome.end == "killed":
-                    results[k] = ({"status": Status.ERROR, "message":
-                                   "the grader's own work at this step took too long (grader problem)"}, True)
-                else:
-                    results[k] = ({"status": Status.CRASHED, "message": (
-                        f"the grading process died ({_signal_name(outcome.exitcode)})"
-                        + (f" while running {outcome.armed}" if outcome.armed else "")
-                        + ". A fault in the driver from your kernel, or a grader problem.")}, True)
-            done = sorted(results)
-            if not done:
-                break
-            last = done[-1]
-            data, fatal = results[last]
-            status = data.get("status")
-            if steps[last] == "compile" and status != "ok":
-                break
-            if status in (Status.TIMED_OUT, Status.ERROR):
-                for j in range(last + 1, len(steps)):
-                    results[j] = ({"status": Status.NOT_RUN, "message": f"an earlier step {status}"}, False)
-                break
-            nxt = next((j for j in range(start, len(steps)) if j not in results), None)
-            if nxt is None:
-                break
-            start = nxt
-    finally:
-        printf = _read_tail(log_path)
-        try:
-            os.unlink(log_path)
-        except OSError:
-            pass
-    return results, outcome, printf
-
-
-def _size_results(ex, steps, results) -> list:
+def _size_results(steps, results, cases, hidden_from: int) -> list:
     out = []
     for i, step in enumerate(steps):
         if not step.startswith("size:"):
             continue
         idx = int(step.split(":", 1)[1])
         data, _ = results.get(i, ({"status": Status.NOT_RUN, "message": ""}, False))
-        sizes = data.get("sizes") or {k: repr(v) for k, v in ex.sizes[idx].items()}
+        sizes = data.get("sizes") or {k: repr(v) for k, v in cases[idx].items()}
         out.append(SizeResult(sizes=sizes, status=data.get("status", Status.ERROR), message=data.get("message", ""),
-                              ref_ms=data.get("ref_ms")))
+                              ref_ms=data.get("ref_ms"), hidden=idx >= hidden_from))
     return out
 
 
@@ -232,29 +92,71 @@ def _no_gpu_report(ex, reason: str, **extra) -> ExerciseReport:
     return _fail(ex, Status.NEEDS_GPU, f"needs a GPU: not graded here. {reason}", **extra)
 
 
-def _prepare(ex, source, launch):
+def _prepare(ex, source, launch, cases):
     """(cfg, None) or (None, (status, message)) from the checks that need no GPU."""
     if not source or not source.strip():
         return None, (Status.FAILED, (
             f"no kernel found for {ex.name}: put it in a `%%cuda --name {ex.name}` cell (or a cell tagged "
             f"kernel:{ex.name})."))
-    problem = compare_signature(ex, source)
+    problem = check_source(source) or compare_signature(ex, source)
     if problem:
         return None, (Status.COMPILE_ERROR, problem)
     try:
         cfg = merge_launch(ex, launch if launch is not None else launch_from_source(source))
     except LaunchDataError as exc:
         return None, (Status.FAILED, str(exc))
-    for case in ex.sizes:
+    except (MemoryError, RecursionError):
+        return None, (Status.FAILED, "the LAUNCH data is too deeply nested to read; write a flat literal dict "
+                                     "such as {\"block\": 256}")
+    from .loader import check_launch_result
+    for case in cases:
         sizes = ex.resolve_sizes(case, 64 << 20)
         try:
-            from .loader import check_launch_result
             bad = check_launch_result(ex.launch(dict(sizes), dict(cfg)))
         except Exception as exc:
             bad = f"{type(exc).__name__}: {exc}"
         if bad:
             return None, (Status.FAILED, f"LAUNCH {cfg} does not work for {ex.name} at {ex.size_label(sizes)}: {bad}")
     return cfg, None
+
+
+def _compile_failure(outcome) -> dict:
+    """The compile child's verdict when it sent none: stopped for time or memory is the student's result."""
+    code = outcome.exitcode
+    if outcome.end == "killed":
+        why = f"took longer than {COMPILE_TIMEOUT_S:.0f} s to compile and was stopped"
+    elif code is not None and code < 0 and -code == getattr(signal, "SIGXCPU", -1):
+        why = f"used more than {compiling.COMPILE_CPU_S} s of CPU time to compile and was stopped"
+    elif code is None or code >= 0:
+        return {"status": Status.ERROR, "message": (
+            f"the compile process ended without a result ({signal_name(code)}): a grader problem")}
+    else:
+        why = f"made the compiler fail ({signal_name(code)}), most likely by running out of memory"
+    return {"status": Status.COMPILE_ERROR, "message": (
+        f"your source {why}. Deep template recursion, huge unrolled loops or enormous constant tables do this; "
+        "simplify the source.")}
+
+
+def _compile(ex, source: str, session: Session, private: str) -> dict:
+    """Compile the student's source (and, once per session and arch, the reference) in a compile child."""
+    ref_source = reference_source(ex)
+    arch = choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
+    key = (ex.chapter, ex.name, arch)
+    task = {"phase": "compile", "chapter": ex.chapter, "exercise": ex.name, "source": source, "arch": arch,
+            "harness": HARNESS_MODULE, "cap": COMPILE_CAP, "private_dir": private, "confine": session.confine,
+            "log_path": os.path.join(private, "compile.log"),
+            "compile_memory": compiling.COMPILE_MEMORY_BYTES, "compile_cpu_s": compiling.COMPILE_CPU_S}
+    if key not in session.references:
+        task["reference_source"] = ref_source
+    outcome = run_child(task)
+    data, _ = outcome.results.get(0) or outcome.results.get(-1) or (None, True)  # -1: a grader bug
+    if data is None:
+        return _compile_failure(outcome)
+    if data.get("status") == "ok":
+        if "reference" in data:
+            session.references[key] = data.pop("reference")
+        data["programs"] = {"student": data.pop("student"), "reference": session.references[key]}
+    return data
 
 
 def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dict | None = None,
@@ -270,26 +172,39 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     ex = get_exercise(chapter, exercise)
     t0 = time.monotonic()
     extra = {"submission": submission}
-    if session.no_gpu:
-        return _no_gpu_report(ex, session.no_gpu, **extra)
     if isinstance(ex, CallExercise):
+        if session.no_gpu:
+            return _no_gpu_report(ex, session.no_gpu, **extra)
         return _grade_call(ex, source, session, extra, t0)
-    cfg, problem = _prepare(ex, source, launch)
+    seed = session.new_seed()
+    cases = list(ex.sizes) + draw_cases(ex, seed)
+    cfg, problem = _prepare(ex, source, launch, cases)
     if problem:
         return policy.score(ex, [], compile_failure=problem, **extra)
-    steps = ["compile"] + [f"size:{i}" for i in range(len(ex.sizes))]
-    if speed and ex.points.speed > 0:
-        steps.append("timing")
-    if speed and ex.pipeline is not None:
-        steps.append("pipeline")
-    task = {"chapter": ex.chapter, "exercise": ex.name, "source": source, "launch": cfg,
-            "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
-            "min_cc": list(ex.min_cc)}
-    results, outcome, printf = _run_steps(task, steps, ex)
+    session.probe()
+    with _private_dir() as private:
+        comp = _compile(ex, source, session, private)
+        notes = list(comp.get("notes") or [])
+        extra["compile_log"] = comp.get("log", "")
+        if comp.get("status") != "ok":
+            return policy.score(ex, [], compile_failure=(comp.get("status", Status.ERROR), comp.get("message", "")),
+                                notes=notes, **extra)
+        if session.no_gpu:
+            return _no_gpu_report(ex, session.no_gpu, notes=notes, **extra)
+        steps = ["load"] + [f"size:{i}" for i in range(len(cases))]
+        if speed and ex.points.speed > 0:
+            steps.append("timing")
+        if speed and ex.pipeline is not None:
+            steps.append("pipeline")
+        task = {"chapter": ex.chapter, "exercise": ex.name, "programs": comp["programs"], "launch": cfg,
+                "seed": seed, "cases": cases, "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
+                "min_cc": list(ex.min_cc), "private_dir": private, "confine": session.confine,
+                "reference_launch": reference_launch(ex) if ex.pipeline is not None else None}
+        results, outcome, printf = run_steps(task, steps, os.path.join(private, "run.log"))
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
-    report = _assemble(ex, steps, results, dict(extra, printf=printf))
+    report = _assemble(ex, steps, results, cases, len(ex.sizes), dict(extra, printf=printf), notes, speed)
     report.duration_s = time.monotonic() - t0
     return report
 
@@ -316,50 +231,57 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
         problem = ex.resolve("checker")(ex.name, call)
     except LaunchDataError as exc:
         problem = str(exc)
+    except (MemoryError, RecursionError):
+        problem = f"the {ex.name} call is too deeply nested to read; write a flat literal dict"
     if problem:
         return policy.score(ex, [], compile_failure=(Status.FAILED, problem), **extra)
-    steps = [f"size:{i}" for i in range(len(ex.sizes))]
-    task = {"chapter": ex.chapter, "exercise": ex.name, "call": call, "seed": session.new_seed(),
-            "cap": MESSAGE_CAP, "harness": HARNESS_MODULE, "min_cc": list(ex.min_cc)}
-    results, outcome, _ = _run_steps(task, steps, ex)
+    seed = session.new_seed()
+    cases = list(ex.sizes) + draw_cases(ex, seed)
+    steps = [f"size:{i}" for i in range(len(cases))]
+    with _private_dir() as private:
+        task = {"chapter": ex.chapter, "exercise": ex.name, "call": call, "seed": seed, "cases": cases,
+                "cap": MESSAGE_CAP, "harness": HARNESS_MODULE, "min_cc": list(ex.min_cc), "private_dir": private,
+                "confine": session.confine}
+        results, outcome, _ = run_steps(task, steps, os.path.join(private, "run.log"))
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
-    report = policy.score(ex, _size_results(ex, steps, results), **extra)
+    report = policy.score(ex, _size_results(steps, results, cases, len(ex.sizes)), **extra)
     report.duration_s = time.monotonic() - t0
     return report
 
 
-def _assemble(ex, steps, results, extra) -> ExerciseReport:
-    comp, _ = results.get(0, ({"status": Status.ERROR, "message": "the compile step did not run"}, True))
-    notes = list(comp.get("notes") or [])
-    extra = dict(extra, compile_log=comp.get("log", ""))
-    if comp.get("status") != "ok":
-        return policy.score(ex, [], compile_failure=(comp.get("status", Status.ERROR), comp.get("message", "")),
+def _step_failure(results, steps, name):
+    data, _ = results.get(steps.index(name), ({"status": Status.NOT_RUN}, False))
+    if data.get("status") == "ok":
+        return data, None
+    if data.get("status") in (Status.NOT_RUN, None):
+        return None, None
+    return None, SizeResult(sizes=data.get("sizes", {}), status=data["status"], message=data.get("message", ""))
+
+
+def _assemble(ex, steps, results, cases, hidden_from, extra, notes, speed_graded) -> ExerciseReport:
+    load, _ = results.get(0, ({"status": Status.ERROR, "message": "the kernels were not loaded"}, True))
+    if load.get("status") != "ok":
+        return policy.score(ex, [], compile_failure=(load.get("status", Status.ERROR), load.get("message", "")),
                             notes=notes, **extra)
-    sizes = _size_results(ex, steps, results)
+    sizes = _size_results(steps, results, cases, hidden_from)
     speed, timing_failure = None, None
     if "timing" in steps:
-        data, _ = results.get(steps.index("timing"), ({"status": Status.NOT_RUN}, False))
-        if data.get("status") == "ok":
+        data, timing_failure = _step_failure(results, steps, "timing")
+        if data:
             speed = SpeedResult(**data["speed"])
             if speed.note:
                 notes.append(speed.note)
-        elif data.get("status") not in (Status.NOT_RUN, None):
-            timing_failure = SizeResult(sizes=data.get("sizes", {}), status=data["status"],
-                                        message=data.get("message", ""))
     pipeline, pipeline_failure = None, None
     if "pipeline" in steps:
-        data, _ = results.get(steps.index("pipeline"), ({"status": Status.NOT_RUN}, False))
-        if data.get("status") == "ok":
+        data, pipeline_failure = _step_failure(results, steps, "pipeline")
+        if data:
             pipeline = PipelineResult(**data["pipeline"])
             if pipeline.note:
                 notes.append(pipeline.note)
-        elif data.get("status") not in (Status.NOT_RUN, None):
-            pipeline_failure = SizeResult(sizes=data.get("sizes", {}), status=data["status"],
-                                          message=data.get("message", ""))
     return policy.score(ex, sizes, speed, pipeline=pipeline, timing_failure=timing_failure,
-                        pipeline_failure=pipeline_failure, notes=notes, **extra)
+                        pipeline_failure=pipeline_failure, notes=notes, speed_graded=speed_graded, **extra)
 
 
 def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | None = None, trials: int = 20,
@@ -370,16 +292,21 @@ def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | Non
     """
     session = session or Session()
     ex = get_exercise(chapter, exercise)
-    cfg, problem = _prepare(ex, source, launch)
+    cfg, problem = _prepare(ex, source, launch, list(ex.sizes))
     if problem:
         raise ValueError(f"{exercise}: {problem[1]}")
-    steps = ["compile"] + ["timing"] * trials
-    task = {"chapter": ex.chapter, "exercise": ex.name, "source": source, "launch": cfg,
-            "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
-            "min_cc": list(ex.min_cc)}
-    results, outcome, _ = _run_steps(task, steps, ex)
-    if outcome is not None and outcome.nogpu:
-        raise RuntimeError(f"needs a GPU: {outcome.nogpu}")
+    session.probe()
+    if session.no_gpu:
+        raise RuntimeError(f"needs a GPU: {session.no_gpu}")
+    with _private_dir() as private:
+        comp = _compile(ex, source, session, private)
+        if comp.get("status") != "ok":
+            raise ValueError(f"{exercise}: {comp.get('message')}")
+        steps = ["load"] + ["timing"] * trials
+        task = {"chapter": ex.chapter, "exercise": ex.name, "programs": comp["programs"], "launch": cfg,
+                "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
+                "min_cc": list(ex.min_cc), "private_dir": private, "confine": session.confine}
+        results, outcome, _ = run_steps(task, steps, os.path.join(private, "run.log"))
     out = []
     for i in range(1, len(steps)):
         data, _ = results.get(i, ({"status": Status.NOT_RUN}, False))
@@ -410,9 +337,12 @@ def grade_submission(sub: Submission, *, exercise: str | None = None, session: S
     exercises = [e.name for e in load_chapter(sub.chapter)]
     if sub.single_exercise:
         name = _exercise_of_file(sub, exercises, exercise)
-        get_exercise(sub.chapter, name)
+        ex = get_exercise(sub.chapter, name)
+        if sub.problems.get("*"):
+            return [_fail(ex, Status.FAILED, sub.problems["*"], submission=sub.label)]
         source = next(iter(sub.kernels.values()))
-        return [grade_source(sub.chapter, name, source, submission=sub.label, session=session, speed=speed)]
+        return [_noted(grade_source(sub.chapter, name, source, submission=sub.label, session=session, speed=speed),
+                       sub, name)]
     if exercise:
         get_exercise(sub.chapter, exercise)
         exercises = [exercise]
@@ -423,9 +353,15 @@ def grade_submission(sub: Submission, *, exercise: str | None = None, session: S
         if problem:
             out.append(_fail(ex, Status.FAILED, problem, submission=sub.label))
             continue
-        out.append(grade_source(sub.chapter, name, sub.kernels.get(name), launch=sub.launches.get(name),
-                                submission=sub.label, session=session, speed=speed))
+        out.append(_noted(grade_source(sub.chapter, name, sub.kernels.get(name), launch=sub.launches.get(name),
+                                       submission=sub.label, session=session, speed=speed), sub, name))
     return out
+
+
+def _noted(rep: ExerciseReport, sub: Submission, name: str) -> ExerciseReport:
+    if name in sub.notes:
+        rep.notes.insert(0, sub.notes[name])
+    return rep
 
 
 def grade_path(path, *, chapter: str | None = None, exercise: str | None = None, progress: bool = False,
@@ -433,11 +369,13 @@ def grade_path(path, *, chapter: str | None = None, exercise: str | None = None,
     """Grade a notebook, a .cu file, or a folder of submissions. Raises `SpecError` on usage errors."""
     if chapter:
         load_chapter(chapter)
-    subs = find_submissions(path, chapter=chapter, known_chapters=chapters())
+    subs, ignored = collect_submissions(path, chapter=chapter, known_chapters=chapters(),
+                                        exercises_of=lambda ch: [e.name for e in load_chapter(ch)])
     if not subs:
-        raise SpecError(f"{path}: no .ipynb or .cu files found")
+        raise SpecError(f"{path}: nothing to grade" + (":\n  " + "\n  ".join(ignored) if ignored
+                                                       else ": no .ipynb or .cu files found"))
     session = Session(seed=seed)
-    report = Report()
+    report = Report(ignored=ignored)
     it = subs
     if progress and len(subs) > 1:
         from tqdm import tqdm

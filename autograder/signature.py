@@ -9,14 +9,15 @@ import re
 
 import numpy as np
 
+from course._signature import strip_comments  # linear-time; the regex it replaces was quadratic
+
 from .spec import Exercise, Scalar, _ctype_of, did_you_mean
 
 __all__ = ["compare_signature", "check_constants"]
 
-
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", "", src)
+# Every regex below runs on student text in the grader's parent process, so none may backtrack
+# super-linearly: adjacent quantifiers never compete for the same characters, and scans that look for
+# a closing bracket stop at the next opening one (tests/autograder/test_source_check.py times them).
 
 
 def compare_signature(ex: Exercise, source: str) -> str:
@@ -28,7 +29,7 @@ def compare_signature(ex: Exercise, source: str) -> str:
         found = ", ".join(kernels) or "none"
         return (f"there is no kernel named {ex.kernel!r} (kernels found: {found})."
                 f"{did_you_mean(ex.kernel, list(kernels))} The exercise expects: {want}")
-    if not re.search(r'extern\s+"C"', _strip_comments(source)):
+    if not re.search(r'extern\s+"C"', strip_comments(source)):
         return (f"{ex.kernel} is not declared extern \"C\", so its compiled name is mangled and the grader "
                 f"cannot find it. Declare it as: {want}")
     params = kernels[ex.kernel]
@@ -62,9 +63,11 @@ def compare_signature(ex: Exercise, source: str) -> str:
 
 def _defines(src: str) -> dict:
     """``#define NAME 1024`` (integer literals only) by name."""
+    # "[ \t]*(?:\([ \t]*)?" rather than "[ \t]+\(?[ \t]*": two blank runs around an optional "(" let
+    # a long run of blanks be split in quadratically many ways before the match fails
     return {m.group(1): int(m.group(2), 0) for m in re.finditer(
-        r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?[ \t]*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*[ \t]*\)?[ \t]*$",
-        src, flags=re.M)}
+        r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(?:\([ \t]*)?(0[xX][0-9a-fA-F]+|\d+)[uUlL]*"
+        r"[ \t]*(?:\)[ \t]*)?$", src, flags=re.M)}
 
 
 def _extent(expr: str, defines: dict):
@@ -82,14 +85,20 @@ def _extent(expr: str, defines: dict):
     return total
 
 
-_QUALIFIERS = r"(?:\s+(?:__device__|const|static|volatile|__align__\s*\(\s*\d+\s*\)))*"
+# The qualifiers are matched atomically (a lookahead's capture, then a backreference to it: Python 3.10
+# has no (?>...)), else k of them could be shared out between them and the type words in k ways, each
+# rescanning the rest. A type is words, none __constant__, so a match never runs into the next
+# declaration; an extent holds no bracket, brace or semicolon.
+_QUALIFIERS = r"(?=(?P<quals>(?:\s+(?:__device__|const|static|volatile|__align__\s*\(\s*\d+\s*\)))*))(?P=quals)"
+_TYPE = r"(?P<type>(?!__constant__\b)[A-Za-z_]\w*(?:\s+(?!__constant__\b)[A-Za-z_]\w*)*?)"
+_EXTENTS = r"(?P<extents>(?:\[[^\[\];{}]*\]\s*)+)"
 
 
 def check_constants(ex: Exercise, source: str) -> str:
     """'' when ``source`` declares each `Constant` of ``ex`` as a big enough ``__constant__`` array."""
     if not ex.constants:
         return ""
-    src = _strip_comments(source)
+    src = strip_comments(source)
     defines = _defines(src)
     for c in ex.constants:
         ctype = _ctype_of(c.np_dtype)
@@ -101,23 +110,22 @@ def check_constants(ex: Exercise, source: str) -> str:
         how = (f"Declare it at file scope (outside any function, above the kernel), e.g. `{decl};`, and read "
                f"{c.name}[j] in the kernel: the grader copies the values into it before every launch. It is "
                f"not a kernel parameter: the exercise expects ({ex.signature()}).")
-        m = re.search(rf"__constant__{_QUALIFIERS}\s+([A-Za-z_][\w ]*?)\s*\b{re.escape(c.name)}\s*"
-                      rf"((?:\[[^\]]*\]\s*)+)", src)
+        m = re.search(rf"\b__constant__{_QUALIFIERS}\s+{_TYPE}\s*\b{re.escape(c.name)}\s*{_EXTENTS}", src)
         if m is None:
             other = re.search(rf"\b{re.escape(c.name)}\s*\[", src) and re.search(
-                rf"__constant__[^;{{}}]*\b{re.escape(c.name)}\b", src)
+                rf"\b__constant__(?:(?!__constant__)[^;{{}}])*?\b{re.escape(c.name)}\b", src)
             if other:
                 return (f"the exercise reads {c.name} from `{decl}`, and the __constant__ declaration of "
                         f"{c.name} in your source is not an array of {ctype}. {how}")
             return f"the exercise reads {c.name} from `{decl}`, and your source declares no such array. {how}"
-        got_type = " ".join(m.group(1).split())
+        got_type = " ".join(m.group("type").split())
         got_type = re.sub(r"^(?:const|volatile)\s+", "", got_type)
         if got_type != ctype:
             return (f"your source declares `__constant__ {got_type} {c.name}[...]`, but the grader fills {c.name} "
                     f"with {c.np_dtype.name} values: declare `{decl}`.")
         if need is None:
             continue
-        dims = [_extent(d, defines) for d in re.findall(r"\[([^\]]*)\]", m.group(2))]
+        dims = [_extent(d, defines) for d in re.findall(r"\[([^\]]*)\]", m.group("extents"))]
         if any(d is None for d in dims):
             continue  # an extent we cannot resolve simply: the capacity is not checked
         cap = 1

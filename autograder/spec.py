@@ -19,10 +19,12 @@ __all__ = [
     "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise",
     "CallExercise", "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
-    "POISON_DEFAULT",
+    "POISON_DEFAULT", "PEAKS",
 ]
 
 POISON_DEFAULT = "poison"
+# `Exercise.peak`: the arithmetic an exercise's own precision runs on; its FLOP floor divides by this peak
+PEAKS = ("fp32", "tf32", "fp16", "bf16", "int8")
 
 
 class SpecError(ValueError):
@@ -319,6 +321,14 @@ class Exercise:
     options: tuple = ()
     description: str = ""
     pipeline: Pipeline | None = None
+    # the peak (one of PEAKS) that floor_flops is divided by: "fp32" for CUDA-core float math, "bf16" etc.
+    # for tensor-core exercises
+    peak: str = "fp32"
+    # hidden sizes (autograder/hidden.py): cases drawn from each grading's secret seed besides `sizes`
+    hidden_sizes: int = 3                    # how many; 0: none
+    tile: dict = dataclasses.field(default_factory=dict)        # size name -> tile (default 32)
+    size_range: dict = dataclasses.field(default_factory=dict)  # size name -> (lo, hi), both allowed
+    size_rule: Callable[[dict], str] | None = None   # sizes -> '' if allowed, else why not
 
     # -- derived -------------------------------------------------------------------------------
     @property
@@ -444,10 +454,23 @@ class CallExercise:
     min_cc: tuple = (7, 0)
     timeout_s: float = 60.0
     pipeline: None = None   # the report and the policy ask every exercise for one
+    # hidden sizes, as for `Exercise`; ``case_bytes(sizes)`` is what a case's buffers take (for the cap)
+    hidden_sizes: int = 3
+    tile: dict = dataclasses.field(default_factory=dict)
+    size_range: dict = dataclasses.field(default_factory=dict)
+    size_rule: Callable[[dict], str] | None = None
+    case_bytes: Callable[[dict], int] | None = None
 
     @property
     def max_points(self) -> float:
         return self.points.total
+
+    @property
+    def size_names(self) -> list:
+        seen = []
+        for case in self.sizes:
+            seen += [k for k in case if k not in seen]
+        return seen
 
     def resolve(self, which: str) -> Callable:
         """The checker or the driver function (importing it must not touch CUDA)."""

@@ -1,7 +1,9 @@
-"""The grading child: entered by `multiprocessing` (spawn) with a task; the only place CUDA runs.
+"""The grading children: entered by `multiprocessing` (spawn) with a task; the only place CUDA runs.
 
-The child runs the task's steps in order (compile, each test size, timing, pipeline), sending one message per
-step so that the parent knows how far it got if the child hangs or dies. After a CUDA error that
+Three phases, each in its own child: ``probe`` (which GPU, once per grading session), ``compile`` (NVRTC
+only, no CUDA context, under memory and CPU-time limits and file-system confinement: see compiling.py)
+and ``run`` (load the cubins, then each test size, timing, pipeline; confined too). A run child sends one
+message per step so that the parent knows how far it got if the child hangs or dies. After a CUDA error that
 poisons the context (an illegal address, for instance) it reports and exits; the parent starts a
 fresh child for the remaining steps. Its stdout and stderr (student printf included) go to a file.
 
@@ -26,6 +28,7 @@ __all__ = ["MESSAGE_CAP", "Channel", "child_main", "shrink"]
 MESSAGE_CAP = 1 << 20
 SETUP_TIMEOUT_S = 180.0  # generating and uploading inputs larger than L2, computing the reference
 COMPILE_TIMEOUT_S = 180.0
+LOG_FILE_BYTES = 64 << 20  # stdout, stderr and printf of one grading: a runaway kernel cannot fill the disk
 
 
 def shrink(msg: dict, cap: int) -> bytes:
@@ -80,14 +83,60 @@ def _flush_c_stdio() -> None:
         pass
 
 
+def _private_environment(task: dict) -> None:
+    """Point every cache and temp folder at the grading run's private folder: nothing a notebook
+    cell planted in the user's caches is read, and nothing is left behind for one to find."""
+    private = task.get("private_dir")
+    if not private:
+        return
+    for var in ("TMPDIR", "COURSE_CACHE_DIR", "CUPY_CACHE_DIR", "XDG_CACHE_HOME", "CUDA_CACHE_PATH"):
+        os.environ[var] = private
+    os.chdir(private)  # NVRTC looks for a quoted #include in the working folder first: an empty one
+
+
+def _confine(task: dict, compile_phase: bool) -> str:
+    """Limits and file-system confinement for this child; a note when confinement is unavailable.
+
+    Everything the child needs from outside the Python installation (the spec, the reference source,
+    the cubins) is already in ``task`` or loaded before this runs.
+    """
+    if not task.get("confine", True):
+        return ""
+    from . import sandbox
+    if compile_phase:
+        from .compiling import COMPILE_CPU_S, COMPILE_MEMORY_BYTES
+        sandbox.limit(memory_bytes=int(task.get("compile_memory") or COMPILE_MEMORY_BYTES),
+                      cpu_seconds=int(task.get("compile_cpu_s") or COMPILE_CPU_S), file_bytes=LOG_FILE_BYTES)
+    else:
+        sandbox.limit(file_bytes=LOG_FILE_BYTES)
+    try:
+        import course
+        read = (sandbox.python_read_paths(packages=True) + sandbox.system_read_paths(procfs=not compile_phase)
+                + list(course.include_dirs()))
+        # the threads already running are native library workers (OpenBLAS's pool, the CUDA driver's):
+        # they open no files on anyone's behalf; NVRTC and every launch run in this, the confined thread
+        sandbox.confine(read=read, write=[p for p in (task.get("private_dir"),) if p], devices=not compile_phase,
+                        allow_threads=True)
+    except sandbox.SandboxUnavailable as exc:
+        return f"not confined: {exc}"
+    return ""
+
+
 def child_main(conn, task: dict) -> None:
     """Entry point of a grading child (spawned; the parent never imports CUDA)."""
     if task.get("log_path"):
         _redirect_output(task["log_path"])
+    _private_environment(task)
     chan = Channel(conn, task.get("cap", MESSAGE_CAP))
     code = 0
     try:
-        _run(chan, task)
+        phase = task.get("phase", "run")
+        if phase == "probe":
+            _probe(chan, task)
+        elif phase == "compile":
+            _compile(chan, task)
+        else:
+            _run(chan, task)
     except BaseException:  # a grader bug: report it rather than leaving the parent to guess
         code = 1
         try:
@@ -107,13 +156,43 @@ def child_main(conn, task: dict) -> None:
         os._exit(code)
 
 
-def _run(chan: Channel, task: dict) -> None:
+def _harness(task: dict):
     import importlib
-
-    from .loader import get_exercise
     # tests substitute a fake harness to exercise the parent's supervision without a GPU
-    harness = importlib.import_module(task.get("harness") or "autograder.harness")
+    return importlib.import_module(task.get("harness") or "autograder.harness")
 
+
+def _probe(chan: Channel, task: dict) -> None:
+    ok, info = _harness(task).probe()
+    if ok:
+        chan.send(kind="device", **info)
+    else:
+        chan.send(kind="nogpu", reason=info)
+
+
+def _compile(chan: Channel, task: dict) -> None:
+    """The compile phase: one step, no CUDA context, under limits and confinement."""
+    harness = _harness(task)
+    from .loader import get_exercise
+    get_exercise(task["chapter"], task["exercise"])  # load the spec before the file system closes
+    import course  # noqa: F401 - NVRTC and the header folders are found before confinement
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+        nvrtc.getVersion()
+    except Exception:
+        pass
+    task["_current"] = 0
+    chan.send(kind="begin", step=0, timeout=COMPILE_TIMEOUT_S)
+    note = _confine(task, compile_phase=True)
+    data = harness.compile_task(task)
+    if note:
+        data.setdefault("notes", []).append(note)
+    chan.send(kind="result", step=0, data=data, fatal=data.get("status") != "ok")
+
+
+def _run(chan: Channel, task: dict) -> None:
+    from .loader import get_exercise
+    harness = _harness(task)
     ok, info = harness.probe()
     if not ok:
         chan.send(kind="nogpu", reason=info)
@@ -127,27 +206,32 @@ def _run(chan: Channel, task: dict) -> None:
     if "call" in task:
         # CPU tests' fake harness supplies a driver without a GPU; the real one uses the spec's
         make = getattr(harness, "call_driver", None)
-        _run_call(chan, task, ex, make(ex) if make else ex.resolve("driver"))
+        driver = make(ex) if make else ex.resolve("driver")
+        _confine(task, compile_phase=False)
+        _run_call(chan, task, ex, driver)
         return
 
     def arm(timeout: float, what: str) -> None:
         chan.send(kind="arm", timeout=float(timeout), what=what)
 
-    ctx = harness.Context(ex, task["source"], task["launch"], int(task["seed"]), info, arm)
+    ctx = harness.Context(ex, task["programs"], task["launch"], int(task["seed"]), info, arm,
+                          cases=task.get("cases"), reference_launch=task.get("reference_launch"))
+    if ex.pipeline is not None:
+        ex.pipeline.resolve_driver()  # imported before the file system closes
+    _confine(task, compile_phase=False)
     failed = bool(task.get("failed_before"))
     steps = task["steps"]
     start = int(task.get("start", 0))
-    if "compile" in steps[:start]:
-        # a fresh child after a crash: the kernels the previous child compiled are not loaded here
-        # (the disk cache makes this cheap); it compiled fine there, so it compiles here
-        task["_current"] = steps.index("compile")
-        harness.compile_step(ctx)
+    if "load" in steps[:start]:
+        # a fresh child after a crash: load the kernels again (it worked in the previous child)
+        task["_current"] = steps.index("load")
+        harness.load_step(ctx)
     for i in range(start, len(steps)):
         step = steps[i]
         task["_current"] = i
-        chan.send(kind="begin", step=i, timeout=COMPILE_TIMEOUT_S if step == "compile" else SETUP_TIMEOUT_S)
-        if step == "compile":
-            data = harness.compile_step(ctx)
+        chan.send(kind="begin", step=i, timeout=SETUP_TIMEOUT_S)
+        if step == "load":
+            data = harness.load_step(ctx)
             fatal = data["status"] != "ok"
         elif step.startswith("size:"):
             data = harness.correctness_step(ctx, int(step.split(":", 1)[1]))
@@ -174,7 +258,7 @@ def _run_call(chan: Channel, task: dict, ex, driver) -> None:
         task["_current"] = i
         # the driver's work is the grader's and the library's: no student code runs, one deadline a case
         chan.send(kind="begin", step=i, timeout=max(float(ex.timeout_s), SETUP_TIMEOUT_S))
-        case = ex.sizes[int(steps[i].split(":", 1)[1])]
+        case = (task.get("cases") or ex.sizes)[int(steps[i].split(":", 1)[1])]
         try:
             data = driver(ex.name, task["call"], dict(case), int(task["seed"]) + i)
         except Exception as exc:  # a CUDA error from cuBLAS: report it, and leave this context

@@ -268,6 +268,8 @@ def test_environment_yml_follows_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     conda = {re.split(r"[<>=! ]", d, maxsplit=1)[0] for d in env["dependencies"] if isinstance(d, str)}
+    pip = [d for e in env["dependencies"] if isinstance(e, dict) for d in e.get("pip", [])]
+    conda |= {re.split(r"[<>=! ;]", d, maxsplit=1)[0] for d in pip if not d.startswith("-")}
     wanted = {re.split(r"[<>=! \[]", d, maxsplit=1)[0]
               for d in project["dependencies"] + project["optional-dependencies"]["test"]}
     assert wanted - conda == set(), f"missing from environment.yml: {sorted(wanted - conda)}"

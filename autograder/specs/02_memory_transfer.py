@@ -44,6 +44,7 @@ EXERCISES = [
         points=Points(correctness=4, speed=2),
         speed_threshold=0.8,
         floor_bytes=lambda s: 15 * s["pixels"],  # 3 bytes read + 12 written per pixel
+        tile={"pixels": 256},   # hidden sizes around the default block; any pixels >= 1 is allowed
     ),
     Exercise(
         name="gather_rows",
@@ -69,5 +70,9 @@ EXERCISES = [
         speed_threshold=0.8,
         # the table is small enough to stay in L2, so only the row indices and the output count
         floor_bytes=lambda s: s["n_rows"] * (4 * s["dim"] + 4),
+        # hidden sizes: any n_rows (the row indices are drawn below TABLE_ROWS whatever n_rows is, the table
+        # keeps its TABLE_ROWS rows) and any dim; dim around the 32 lanes that share a row, n_rows around
+        # the 4 warps (rows) of a default block of 128
+        tile={"n_rows": 4, "dim": 32},
     ),
 ]

@@ -47,5 +47,7 @@ EXERCISES = [
         # float per thread, should clear 0.7 (tools/gpu_checks/ch04_06.sh grades both to confirm)
         speed_threshold=0.7,
         floor_bytes=lambda s: 8 * s["rows"] * s["cols"] + 4 * s["rows"],
+        # hidden sizes around the block: 8 rows a block, 128 columns a block step (4 floats a lane, 32 apart)
+        tile={"rows": 8, "cols": 128},
     ),
 ]

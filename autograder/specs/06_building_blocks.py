@@ -72,6 +72,8 @@ EXERCISES = [
         speed_threshold=0.8,
         speed_tiers=((0.5, 0.5),),
         floor_bytes=lambda s: 4 * s["n"],
+        # hidden sizes around a block's launch share (256 threads x 16); n % 4 != 0 tests the float4 tail
+        tile={"n": 4096},
     ),
     Exercise(
         name="scan_inclusive",
@@ -90,6 +92,7 @@ EXERCISES = [
         speed_tiers=((0.4, 0.5),),
         floor_bytes=lambda s: 8 * s["n"],
         timeout_s=20,
+        tile={"n": SCAN_TILE},   # hidden sizes around the scan tile (a partial last tile, float4 tails)
     ),
     Exercise(
         name="histogram256",
@@ -107,5 +110,6 @@ EXERCISES = [
         speed_threshold=0.8,
         speed_tiers=((0.5, 0.5),),
         floor_bytes=lambda s: 4 * s["n"],
+        tile={"n": 512 * 16},    # hidden sizes around a default block's share (512 threads x 16)
     ),
 ]

@@ -28,6 +28,13 @@ def regtile_launch(sizes, cfg):
     return (cdiv(sizes["n"], cfg["bn"]), cdiv(sizes["m"], cfg["bm"])), cfg["threads"], 0
 
 
+def enough_outputs(s):
+    """size_rule of the hidden cases: at least 8 outputs once k > 1. The tolerance's absolute term is 1e-5 x the
+    largest output, and one or two sums of k products can all cancel to near zero, leaving float32 rounding
+    (the reference kernel's too) above it; 8 outputs make that vanishingly rare (public cases are unaffected)."""
+    return "" if s["m"] * s["n"] >= 8 or s["k"] == 1 else f"{s['m'] * s['n']} outputs of {s['k']}-term sums (< 8)"
+
+
 def gemm_reference(v):
     return {"c": (v["a"].astype(np.float64) @ v["b"].astype(np.float64)).astype(np.float32)}
 
@@ -64,7 +71,10 @@ EXERCISES = [
         points=Points(correctness=6, speed=4),
         speed_threshold=0.8,
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+        peak="fp32",             # FP32 FMAs on the CUDA cores
         timeout_s=20.0,
+        tile={"m": 32, "n": 32, "k": 32},   # hidden sizes around the 32 x 32 tiles (any m, n, k >= 1)
+        size_rule=enough_outputs,
     ),
     Exercise(
         name="sgemm_regtile",
@@ -84,6 +94,12 @@ EXERCISES = [
         speed_threshold=0.6,
         speed_tiers=((0.35, 0.5),),
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+        peak="fp32",             # FP32 FMAs on the CUDA cores
         timeout_s=30.0,
+        # any m, n, k >= 1 (the reference zero-fills edge tiles); hidden sizes around its 128 x 128 x 8 block
+        # tile. Its float4 paths run only when k % 4 == 0 (rows of a) or n % 4 == 0 (rows of b and c): the
+        # odd, prime and tile +- 1 values test the scalar paths, the multiples of 4 and 32 the vector ones
+        tile={"m": 128, "n": 128, "k": 8},
+        size_rule=enough_outputs,
     ),
 ]

@@ -72,6 +72,10 @@ EXERCISES = [
         points=Points(correctness=5, speed=0),
         min_cc=(8, 0),
         timeout_s=20.0,
+        peak="bf16",             # tensor cores (no floor_flops here: correctness points only)
+        # hidden sizes: m, n, k multiples of 16 (size_multiples, WMMA's contract); a block covers 16 rows and
+        # 64 columns (4 warps along n), so n = 64 j +- 16 leaves warps of a block idle
+        tile={"m": 16, "n": 64, "k": 16},
     ),
     Exercise(
         name="mma_gemm",
@@ -97,6 +101,10 @@ EXERCISES = [
         required_sass=("HMMA",),
         min_cc=(8, 0),
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+        peak="bf16",             # BF16 tensor cores: the FLOP floor is floor_flops / the BF16 peak
         timeout_s=20.0,
+        # hidden sizes: any m, n and k multiples of 8 (size_multiples; cp.async moves 16-byte row pieces), around
+        # the default launch's 256 x 128 block tile and its 32-deep k stages (n = 128 j +- 8, k = 32 j +- 8)
+        tile={"m": 256, "n": 128, "k": 32},
     ),
 ]

@@ -60,16 +60,36 @@ def gemm_launch(sizes, cfg):
     return (cdiv(sizes["n"], 128), cdiv(sizes["m"], 128)), 256, 0
 
 
+def enough_outputs(s):
+    """size_rule of sgemm_bias_relu's hidden cases: at least 8 outputs once k > 1, as chapter 07's SGEMMs (the
+    tolerance's absolute term scales with the largest output, which a few cancelling sums leave near zero)."""
+    return "" if s["m"] * s["n"] >= 8 or s["k"] == 1 else f"{s['m'] * s['n']} outputs of {s['k']}-term sums (< 8)"
+
+
 def gemm_bias_relu_reference(v):
     prod = v["a"].astype(np.float64) @ v["b"].astype(np.float64) + v["bias"].astype(np.float64)[None, :]
     return {"c": np.maximum(prod, 0.0).astype(np.float32)}
 
 
-def _call(name, sizes, description):
+def _ld_rule(*pairs):
+    """size_rule: each leading dimension holds its row ((ld, row length) pairs), as the driver lays rows out."""
+    def rule(s):
+        bad = [f"{ld} = {s[ld]} < {row} = {s[row]}" for ld, row in pairs if s[ld] < s[row]]
+        return "a row pitch below its row length: " + ", ".join(bad) if bad else ""
+    return rule
+
+
+def _call(name, sizes, description, lds):
     calls = "course.lessons.ch10_calls"
+    (_, (ar, ac, lda)), (_, (br, bc, ldb)), (ldc, nc) = lds
+    # hidden sizes: grade_case takes any positive m, n, k and any leading dimensions that hold their rows
+    # (make_case lays each operand out as rows x ld, the output as m x ldc), so hidden cases are drawn like
+    # a kernel's, with that rule; case_bytes is the driver's buffers, for the 64 MiB cap of a hidden case
     return CallExercise(name=name, checker=f"{calls}:check_call", driver=f"{calls}:grade_case",
                         solution_file=f"{name}.py", sizes=sizes, points=Points(correctness=5),
-                        description=description)
+                        description=description, hidden_sizes=3,
+                        size_rule=_ld_rule((lda, ac), (ldb, bc), (ldc, nc)),
+                        case_bytes=lambda s: 4 * (s[ar] * s[lda] + s[br] * s[ldb] + s["m"] * s[ldc]))
 
 
 # row pitches equal to the row length (tight) and larger (padded), m, n and k all different so that a
@@ -92,10 +112,12 @@ LINEAR_CALL_SIZES = [
 EXERCISES = [
     _call("sgemm_rowmajor", SGEMM_CALL_SIZES,
           "cublasSgemm's arguments for the row-major c (m x n) = a (m x k) @ b (k x n), rows lda, ldb, ldc "
-          "floats apart."),
+          "floats apart.",
+          (("a", ("m", "k", "lda")), ("b", ("k", "n", "ldb")), ("ldc", "n"))),
     _call("linear_rowmajor", LINEAR_CALL_SIZES,
           "cublasSgemm's arguments for y (m x n) = x (m x k) @ w^T with w stored row-major (n x k), rows ldx, "
-          "ldw, ldy floats apart."),
+          "ldw, ldy floats apart.",
+          (("x", ("m", "k", "ldx")), ("w", ("n", "k", "ldw")), ("ldy", "n"))),
     Exercise(
         name="sgemm_bias_relu",
         kernel="sgemm_bias_relu",
@@ -123,7 +145,12 @@ EXERCISES = [
         speed_threshold=0.6,
         speed_tiers=((0.35, 0.5),),
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+        peak="fp32",             # FP32 FMAs on the CUDA cores, as chapter 07's sgemm_regtile
         timeout_s=30.0,
+        # any m, n, k >= 1; hidden sizes around the 128 x 128 x 8 block tile (float4 paths need k % 4 == 0 for
+        # a's rows, n % 4 == 0 for b's and c's: odd and tile +- 1 values test the scalar ones)
+        tile={"m": 128, "n": 128, "k": 8},
+        size_rule=enough_outputs,
     ),
     Exercise(
         name="bias_relu",
@@ -151,6 +178,9 @@ EXERCISES = [
         speed_threshold=0.45,
         speed_tiers=((0.25, 0.5),),
         floor_bytes=lambda s: 8 * s["m"] * s["n"] + 4 * s["n"],
+        # hidden sizes: any m, n >= 1, around the (32, 8) block's 8 rows and 128 columns a step; m * n % 4 != 0
+        # leaves a tail after the reference's flat float4 walk, n % 4 != 0 quads that straddle rows
+        tile={"m": 8, "n": 128},
     ),
     Exercise(
         name="colmajor_index",
@@ -182,5 +212,9 @@ EXERCISES = [
         speed_threshold=0.6,
         speed_tiers=((0.35, 0.5),),
         floor_bytes=lambda s: 8 * s["rows"] * s["cols"],
+        # hidden sizes around the 32 x 32 tile, with the cross-size contract lda >= rows (a column's rows fit
+        # in its pitch), which ranges alone cannot say
+        tile={"rows": 32, "cols": 32, "lda": 32},
+        size_rule=lambda s: "" if s["lda"] >= s["rows"] else f"lda = {s['lda']} < rows = {s['rows']}",
     ),
 ]

@@ -1,7 +1,7 @@
 """A stand-in for autograder.harness inside grading children, for CPU tests of the parent.
 
 Behaviour is chosen by a comment in the kernel source, e.g. ``// FAKE: hang@2 die@1 slow``:
-  compile-error, hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
+  compile-error, compile-die (the compile child dies as at its CPU-time limit), hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
   fail@I, raise@I (grader bug), huge@I (a 3 MB message), print (printf-like output), slow, impossible,
   wrongtimed, nogpu, oldgpu.
 Pipeline step (exercises with a `Pipeline`): pipe=R[,R2...] the pipeline/un-overlapped ratio of each
@@ -21,9 +21,11 @@ def _flags(source):
 
 
 class Context:
-    def __init__(self, ex, source, launch_cfg, seed, device, arm):
-        self.ex, self.source, self.cfg, self.seed, self.arm = ex, source, launch_cfg, seed, arm
-        self.flags = _flags(source)
+    def __init__(self, ex, programs, launch_cfg, seed, device, arm, cases=None, reference_launch=None):
+        self.ex, self.cfg, self.seed, self.arm = ex, launch_cfg, seed, arm
+        self.source = programs["student"]["source"]
+        self.flags = _flags(self.source)
+        self.cases = cases
 
 
 def probe():
@@ -39,11 +41,23 @@ def limit_printf():
     pass
 
 
-def compile_step(ctx):
-    if "compile-error" in ctx.flags:
+def compile_task(task):
+    """The compile child's work: compile-error gives an error; compile-die kills the child as the
+    CPU-time limit would (SIGXCPU); stub (the nbgrader stub comment) compiles."""
+    flags = _flags(task["source"])
+    if "compile-error" in flags:
         return {"status": "compile error", "message": "kernel.cu(3): error: expected a ';'"}
+    if "compile-die" in flags:
+        os.kill(os.getpid(), getattr(signal, "SIGXCPU", signal.SIGKILL))
+    out = {"status": "ok", "log": "", "notes": [], "student": {"source": task["source"]}, "arch": task["arch"]}
+    if task.get("reference_source") is not None:
+        out["reference"] = {"source": task["reference_source"]}
+    return out
+
+
+def load_step(ctx):
     ctx.compiled = True
-    return {"status": "ok", "log": "", "notes": []}
+    return {"status": "ok"}
 
 
 def correctness_step(ctx, index):
@@ -62,6 +76,8 @@ def correctness_step(ctx, index):
         os.kill(os.getpid(), signal.SIGKILL)
     if f"fatal@{index}" in f:
         return {"sizes": sizes, "status": "crashed", "message": "crashed: an illegal memory access", "fatal": True}
+    if f"fail@{index}" in f or "YOUR CODE HERE" in ctx.source:  # an untouched stub computes nothing
+        return {"sizes": sizes, "status": "failed", "message": f"wrong output at {index}"}
     if f"fail@{index}" in f:
         return {"sizes": sizes, "status": "failed", "message": f"wrong output at {index}"}
     if f"raise@{index}" in f:

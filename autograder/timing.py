@@ -1,0 +1,245 @@
+"""The speed step: student and reference timed interleaved, every timed launch on inputs it has never seen.
+
+Replay is the attack this shape stops: a kernel that computes once per input buffer, keeps the result in
+a ``__device__`` array and copies it out later (with a calibrated pause so the speed looks plausible).
+So, between samples and outside the timed region, each kernel's next input set is made afresh, the
+reference computes that set's expected output, and after the student's timed launch its output is
+checked against it. Fresh values come from two draws of the spec's generators mixed element by element
+under a new random mask (and rolled by a random offset): every element is still a value the generator
+can produce, which keeps exact-integer and range contracts (histogram bins, small integers whose sums are
+exact), and no two timed launches see the same array.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import policy
+from .buffers import UINT, device_bad_count, draw, output_problem, poison_bits, scalar_value
+from .cuda_errors import classify_cuda_error
+from .device import backend, kernel_args, launch, set_constants
+from .floors import flop_floor_ms
+from .spec import Constant, In, InOut, Out, Scalar, shape_of
+
+__all__ = ["TIMING_BUDGET_S", "TIMING_MAX_SAMPLES", "WARMUP_RUNS", "WrongWhileTimed", "FreshInputs", "TimedPair",
+           "timing_step"]
+
+TIMING_BUDGET_S = 1.0      # per interleaved round
+TIMING_MAX_SAMPLES = 60
+WARMUP_RUNS = 2            # per kernel, outside `interleaved`, each on fresh inputs
+
+
+class WrongWhileTimed(Exception):
+    """A timed run's output was wrong (or a pipeline run's): the kernel gets no points."""
+
+
+class FreshInputs:
+    """Input sets never seen before, made on the device from two base draws of the spec's generators."""
+
+    def __init__(self, xp, ex, sizes: dict, rng: np.random.Generator):
+        self.xp, self.ex, self.sizes, self.rng = xp, ex, sizes, rng
+        self.base = {}
+        for p in ex.params:  # in params order, so the draws do not depend on which kinds come first
+            if isinstance(p, (In, InOut, Constant)):
+                shape = shape_of(p.shape, sizes)
+                self.base[p.name] = tuple(xp.asarray(draw(getattr(p, "gen", None), rng, shape, p.np_dtype)).ravel()
+                                          for _ in range(2))
+        self.device_rng = xp.random.default_rng(int(rng.integers(1 << 62)))
+
+    def fill(self, arrays: dict) -> dict:
+        """Write new values into ``arrays`` (name -> device array) for every In, InOut and Constant; new
+        scalars drawn by the spec (sizes stay). Returns the scalars."""
+        xp = self.xp
+        for name, (a, b) in self.base.items():
+            n = a.size
+            mask = self.device_rng.random(n, dtype=xp.float32) < 0.5
+            shift_a, shift_b = (int(s) for s in self.rng.integers(0, max(n, 1), 2))
+            mixed = xp.where(mask, xp.roll(a, shift_a), xp.roll(b, shift_b))
+            dst = arrays[name]
+            dst.reshape(-1)[...] = mixed
+        return {p.name: scalar_value(p, self.sizes, self.rng) for p in self.ex.params if isinstance(p, Scalar)}
+
+
+class _Set:
+    """One kernel's buffers for one timed launch: inputs, pristine InOut values, outputs, scalars."""
+
+    def __init__(self, xp, ex, sizes):
+        self.inputs, self.pristine, self.outputs, self.expected = {}, {}, {}, {}
+        for p in ex.params:
+            shape = shape_of(p.shape, sizes) if not isinstance(p, Scalar) else None
+            if isinstance(p, (In, Constant)):
+                self.inputs[p.name] = xp.empty(shape, dtype=p.np_dtype)
+            elif isinstance(p, InOut):
+                self.pristine[p.name] = xp.empty(shape, dtype=p.np_dtype)
+            if isinstance(p, (Out, InOut)):
+                self.outputs[p.name] = xp.empty(shape, dtype=p.np_dtype)
+                self.expected[p.name] = xp.empty(shape, dtype=p.np_dtype)
+        self.scalars = {}
+        self.atol = {}
+
+    def arrays(self, outs: dict) -> dict:
+        return {**{k: v for k, v in self.inputs.items()}, **outs}
+
+    def constants(self, ex) -> dict:
+        return {c.name: self.inputs[c.name] for c in ex.constants}
+
+
+def _reset_outputs(ex, s: _Set, outs: dict) -> None:
+    for p in ex.arrays:
+        if isinstance(p, InOut):
+            outs[p.name][...] = s.pristine[p.name]
+        elif isinstance(p, Out):
+            buf = outs[p.name]
+            if p.fill != "poison":
+                buf.fill(p.fill)
+            else:
+                u = UINT[p.np_dtype.itemsize]
+                buf.view(u).fill(u(poison_bits(p.np_dtype, 0)))
+
+
+class TimedPair:
+    """The state of one speed measurement: the kernels, their geometry, and each kernel's next input set.
+
+    ``prepare(who)`` (untimed) gives ``who``'s next launch fresh inputs, and for the student the
+    expected output; ``launch(who)`` is what is timed; ``check()`` compares the student's last output.
+    """
+
+    def __init__(self, ctx, sizes: dict, geo_student, geo_reference, rng: np.random.Generator):
+        be = backend()
+        self.xp, self.ex, self.ctx = be.xp, ctx.ex, ctx
+        self.kernels = {"student": ctx.student, "reference": ctx.reference}
+        self.geo = {"student": geo_student, "reference": geo_reference}
+        self.fresh = FreshInputs(self.xp, self.ex, sizes, rng)
+        self.sets = {who: _Set(self.xp, self.ex, sizes) for who in self.kernels}
+        self.launches = {"student": 0, "reference": 0}
+
+    def prepare(self, who: str) -> None:
+        ex, s = self.ex, self.sets[who]
+        s.scalars = self.fresh.fill({**s.inputs, **s.pristine})
+        if who == "student":
+            # the expected output of exactly these inputs, from the reference, untimed
+            _reset_outputs(ex, s, s.expected)
+            ref = self.kernels["reference"]
+            set_constants(ex, ref, s.constants(ex))
+            launch(ref, self.geo["reference"], kernel_args(ex, s.arrays(s.expected), s.scalars))
+            self._scale_atol(s)
+            set_constants(ex, ref, self.sets["reference"].constants(ex))
+        _reset_outputs(ex, s, s.outputs)
+        set_constants(ex, self.kernels[who], s.constants(ex))
+
+    def _scale_atol(self, s: _Set) -> None:
+        import course
+        xp = self.xp
+        for p in self.ex.arrays:
+            if isinstance(p, (Out, InOut)) and p.np_dtype.kind == "f":
+                _, scale = course.default_tolerance(p.np_dtype)
+                e = s.expected[p.name]
+                finite = xp.abs(e[xp.isfinite(e)])
+                s.atol[p.name] = scale * max(float(finite.max()) if finite.size else 0.0, 1e-30)
+
+    def launch(self, who: str, sync: bool = False) -> None:
+        s = self.sets[who]
+        self.launches[who] += 1
+        launch(self.kernels[who], self.geo[who], kernel_args(self.ex, s.arrays(s.outputs), s.scalars), sync=sync)
+
+    def check(self) -> str:
+        """'' when the student's last output matches its expected output, else what differs."""
+        s, xp = self.sets["student"], self.xp
+        for p in self.ex.arrays:
+            if isinstance(p, (Out, InOut)):
+                got, want = s.outputs[p.name], s.expected[p.name]
+                if device_bad_count(xp, self.ex, p, got, want, s.atol.get(p.name, 0.0)):
+                    be = backend()
+                    return output_problem(self.ex, p, be.host(got), be.host(want), 0) or \
+                        f"{p.name} differs from the reference"
+        return ""
+
+
+def timing_step(ctx) -> dict:
+    """Time student and reference interleaved at the speed size; check every timed student output."""
+    from .worker import SETUP_TIMEOUT_S
+    be = backend()
+    ex = ctx.ex
+    sizes = ex.resolve_sizes(ex.default_speed_size(), ctx.l2)
+    label = ex.size_label(sizes)
+    base = {"sizes": sizes}
+    try:
+        geo_s = ctx.geometry(sizes, ctx.cfg)
+    except Exception as exc:
+        return {**base, "status": "failed", "message": f"the launch configuration {ctx.cfg} does not work "
+                f"at {label}: {exc}"}
+    be.free_cached()
+    pair = TimedPair(ctx, sizes, geo_s, ctx.geometry(sizes, ex.launch_defaults),
+                     np.random.default_rng([ctx.seed, 10_000]))
+
+    # the reference's time sets the student's deadline; the timing size is new to the student, so its
+    # first launches are checked one by one before anything is timed
+    pair.prepare("reference")
+    ref_s = be.time_ms(lambda: pair.launch("reference")) / 1e3
+    for _ in range(WARMUP_RUNS):
+        pair.prepare("student")
+        ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel at the timing size {label}")
+        try:
+            pair.launch("student", sync=True)
+        except Exception as exc:
+            return {**base, **classify_cuda_error(exc, label, geo_s)}
+        problem = pair.check()
+        if problem:
+            return {**base, "status": "failed", "message": f"wrong output at the timing size {label}. {problem}"}
+        pair.prepare("reference")
+        pair.launch("reference", sync=True)
+
+    fns = {"student": lambda: pair.launch("student"), "reference": lambda: pair.launch("reference")}
+    copy_ms = []
+    if ex.floor_bytes is not None:
+        xp = be.xp
+        half = max(int(ex.floor_bytes(dict(sizes))) // 2, 1)
+        src, dst = xp.zeros(half, dtype=xp.uint8), xp.empty(half, dtype=xp.uint8)
+        fns["copy"] = be.copy_fn(dst, src)
+
+    def on_sample(name, i):
+        if name == "copy":
+            return
+        if name == "student":
+            problem = pair.check()
+            if problem:
+                raise WrongWhileTimed(f"timed run {pair.launches['student']}: {problem}")
+        pair.prepare(name)
+
+    def measure():
+        pair.prepare("student")
+        pair.prepare("reference")
+        be.sync()
+        res = be.interleaved(fns, warmup=0, min_samples=10, max_samples=TIMING_MAX_SAMPLES,
+                             budget_s=TIMING_BUDGET_S, on_sample=on_sample)
+        if "copy" in res:
+            copy_ms.extend(res["copy"].samples_ms)
+        return res["student"].samples_ms, res["reference"].samples_ms
+
+    # every sample now also costs a fresh draw and a reference run for the expected output
+    ctx.arm(policy.MAX_ROUNDS * (TIMING_BUDGET_S * 3 + 4 * TIMING_MAX_SAMPLES * 3 * ref_s) + 60
+            + policy.timeout_for(ex.timeout_s, ref_s), f"your kernel while being timed at {label}")
+    try:
+        d = policy.decide_speed(measure, ex.tiers)
+    except WrongWhileTimed as exc:
+        return {**base, "status": "failed", "message": (
+            f"your kernel gave wrong results while being timed ({exc}). Every timed launch gets new inputs and "
+            "its output is checked: it must be right on every launch, not only the first ones.")}
+    except Exception as exc:
+        return {**base, **classify_cuda_error(exc, label, geo_s)}
+    finally:
+        ctx.arm(SETUP_TIMEOUT_S, "")
+    floor, why = None, ""
+    if copy_ms:
+        floor, why = float(np.median(copy_ms)), "copy"
+    if ex.floor_flops is not None:
+        flop_ms = flop_floor_ms(ex.floor_flops(dict(sizes)), getattr(ex, "peak", "fp32"), ctx.device)
+        if flop_ms is not None and flop_ms > (floor or 0.0):
+            floor, why = flop_ms, getattr(ex, "peak", "fp32")
+    impossible = policy.is_impossible(d.student_ms, floor, d.reference_ms)
+    note = "" if d.settled else (f"the ratio stayed within the noise band (+-{100 * d.band:.1f}%) after "
+                                 f"{d.rounds} rounds; decided on the pooled medians")
+    speed = {"student_ms": d.student_ms, "reference_ms": d.reference_ms, "student_iqr_ms": d.student_iqr_ms,
+             "reference_iqr_ms": d.reference_iqr_ms, "ratio": d.ratio, "threshold": float(ex.speed_threshold),
+             "rounds": d.rounds, "sizes": sizes, "floor_ms": floor, "floor_kind": why, "impossible": impossible,
+             "samples": d.samples, "note": note}
+    return {**base, "status": "ok", "speed": speed}
