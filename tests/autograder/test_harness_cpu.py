@@ -443,3 +443,17 @@ def test_timing_fills_each_input_sets_constants(backend):
     assert r["status"] == "ok", r  # every timed output was checked against its own set's expected output
     seen = {c[:64].tobytes() for c in student.calls}
     assert len(seen) == len(student.calls) > 10
+
+
+def test_floors_never_read_the_ceilings_cache(monkeypatch):
+    """A notebook can write the course's ceilings cache: does the timing step's floor come from the copy
+    timed in the same run and the GPU's own description, never from course.ceilings()?"""
+    import course
+
+    def planted(*a, **k):
+        raise AssertionError("the grader read the ceilings cache")
+    monkeypatch.setattr(course, "ceilings", planted)
+    be = NumpyBackend(times={"student": 1.0, "reference": 1.0, "copy": 0.9})
+    monkeypatch.setattr(D, "BACKEND", be)
+    r = H.timing_step(make_ctx(SAXPY, saxpy_ok, saxpy_ok))
+    assert r["status"] == "ok" and r["speed"]["floor_kind"] == "copy", r
