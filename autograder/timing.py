@@ -75,6 +75,7 @@ class _Set:
                 self.expected[p.name] = xp.empty(shape, dtype=p.np_dtype)
         self.scalars = {}
         self.atol = {}
+        self.expected_host = {}
 
     def arrays(self, outs: dict) -> dict:
         return {**{k: v for k, v in self.inputs.items()}, **outs}
@@ -121,19 +122,28 @@ class TimedPair:
             ref = self.kernels["reference"]
             set_constants(ex, ref, s.constants(ex))
             launch(ref, self.geo["reference"], kernel_args(ex, s.arrays(s.expected), s.scalars))
+            # the answer waits on the host while the student kernel runs: no device memory it could scan
+            # for holds it (the buffer is zeroed; CuPy's pool would keep freed data readable)
+            be = backend()
+            for name, buf in s.expected.items():
+                s.expected_host[name] = be.host(buf)
+                buf.fill(0)
             self._scale_atol(s)
             set_constants(ex, ref, self.sets["reference"].constants(ex))
         _reset_outputs(ex, s, s.outputs)
         set_constants(ex, self.kernels[who], s.constants(ex))
 
     def _scale_atol(self, s: _Set) -> None:
+        """The absolute tolerance scales with the output; fresh draws share a distribution, so the first
+        expected output sets it, on the host (a device temporary would leave |expected| in the pool)."""
+        if s.atol:
+            return
         import course
-        xp = self.xp
         for p in self.ex.arrays:
             if isinstance(p, (Out, InOut)) and p.np_dtype.kind == "f":
                 _, scale = course.default_tolerance(p.np_dtype)
-                e = s.expected[p.name]
-                finite = xp.abs(e[xp.isfinite(e)])
+                e = s.expected_host[p.name]
+                finite = np.abs(e[np.isfinite(e)])
                 s.atol[p.name] = scale * max(float(finite.max()) if finite.size else 0.0, 1e-30)
 
     def launch(self, who: str, sync: bool = False) -> None:
@@ -144,14 +154,18 @@ class TimedPair:
     def check(self) -> str:
         """'' when the student's last output matches its expected output, else what differs."""
         s, xp = self.sets["student"], self.xp
-        for p in self.ex.arrays:
-            if isinstance(p, (Out, InOut)):
-                got, want = s.outputs[p.name], s.expected[p.name]
-                if device_bad_count(xp, self.ex, p, got, want, s.atol.get(p.name, 0.0)):
-                    be = backend()
-                    return output_problem(self.ex, p, be.host(got), be.host(want), 0) or \
-                        f"{p.name} differs from the reference"
-        return ""
+        try:
+            for p in self.ex.arrays:
+                if isinstance(p, (Out, InOut)):
+                    got, want = s.outputs[p.name], s.expected[p.name]
+                    want[...] = xp.asarray(s.expected_host[p.name])  # the student kernel has finished
+                    if device_bad_count(xp, self.ex, p, got, want, s.atol.get(p.name, 0.0)):
+                        return output_problem(self.ex, p, backend().host(got), s.expected_host[p.name], 0) or \
+                            f"{p.name} differs from the reference"
+            return ""
+        finally:
+            for buf in s.expected.values():
+                buf.fill(0)
 
 
 def timing_step(ctx) -> dict:

@@ -457,3 +457,40 @@ def test_floors_never_read_the_ceilings_cache(monkeypatch):
     monkeypatch.setattr(D, "BACKEND", be)
     r = H.timing_step(make_ctx(SAXPY, saxpy_ok, saxpy_ok))
     assert r["status"] == "ok" and r["speed"]["floor_kind"] == "copy", r
+
+
+def memory_scanning_kernel(found):
+    """Computes saxpy, then looks through every device buffer of the timing step (inputs, outputs, the
+    expected outputs, the base draws) for a copy of its answer: what a kernel scanning device memory for
+    the reference's output would find. Host copies (``expected_host``) are out of a kernel's reach."""
+    import sys
+    from autograder.timing import TimedPair
+
+    def device_buffers(pair):
+        for s in pair.sets.values():
+            for d in (s.inputs, s.pristine, s.outputs, s.expected):
+                yield from d.values()
+        for pair_of_draws in pair.fresh.base.values():
+            yield from pair_of_draws
+
+    def k(grid, block, n, a, x, y, shared_mem=0):
+        want = np.float32(a) * x[:n] + y[:n]
+        frame = sys._getframe(1)
+        while frame is not None:
+            for v in list(frame.f_locals.values()):
+                if isinstance(v, TimedPair):
+                    for buf in device_buffers(v):
+                        if buf is not y and buf.size >= n > 1 and np.array_equal(buf.reshape(-1)[:n], want):
+                            found.append(buf.shape)
+            frame = frame.f_back
+        y[:n] = want
+    return k
+
+
+def test_no_answer_is_left_where_the_student_kernel_could_read_it(backend):
+    """While the student kernel is timed, does any device buffer hold the output it should compute? The
+    reference's answers wait on the host and the device buffers that held them are zeroed."""
+    found = []
+    r = H.timing_step(make_ctx(SAXPY, memory_scanning_kernel(found), saxpy_ok))
+    assert r["status"] == "ok", r
+    assert not found, f"the answer was readable in {len(found)} device buffers, e.g. of shape {found[0]}"
