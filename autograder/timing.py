@@ -75,7 +75,7 @@ class _Set:
                 self.expected[p.name] = xp.empty(shape, dtype=p.np_dtype)
         self.scalars = {}
         self.atol = {}
-        self.expected_host = {}
+        self.mask_seed = 0
 
     def arrays(self, outs: dict) -> dict:
         return {**{k: v for k, v in self.inputs.items()}, **outs}
@@ -122,29 +122,46 @@ class TimedPair:
             ref = self.kernels["reference"]
             set_constants(ex, ref, s.constants(ex))
             launch(ref, self.geo["reference"], kernel_args(ex, s.arrays(s.expected), s.scalars))
-            # the answer waits on the host while the student kernel runs: no device memory it could scan
-            # for holds it (the buffer is zeroed; CuPy's pool would keep freed data readable)
-            be = backend()
-            for name, buf in s.expected.items():
-                s.expected_host[name] = be.host(buf)
-                buf.fill(0)
             self._scale_atol(s)
+            # the answer waits masked while the student kernel runs: XOR with random bits whose seed only
+            # this process holds, so no device buffer a kernel could scan for holds it in the clear
+            s.mask_seed = int(self.fresh.rng.integers(1 << 62))
+            self._xor_mask(s)
             set_constants(ex, ref, self.sets["reference"].constants(ex))
+        else:
+            # the same amount of GPU work before each kernel's sample, so clocks and caches favour neither
+            launch(self.kernels["reference"], self.geo["reference"], kernel_args(ex, s.arrays(s.outputs), s.scalars))
         _reset_outputs(ex, s, s.outputs)
         set_constants(ex, self.kernels[who], s.constants(ex))
 
+    def _xor_mask(self, s: _Set) -> None:
+        """Flip the expected outputs' bits with a mask drawn from ``s.mask_seed`` (twice restores them); the
+        mask's own buffer is zeroed before it goes back to the memory pool."""
+        xp = self.xp
+        rng = xp.random.default_rng(s.mask_seed)
+        for p in self.ex.arrays:
+            if isinstance(p, (Out, InOut)):
+                bits = s.expected[p.name].reshape(-1).view(xp.uint8)
+                # uniform bytes from uniform floats (24 random bits each): the generators' common API
+                mask = (rng.random(bits.size, dtype=xp.float32) * 256).astype(xp.uint8)
+                bits ^= mask
+                mask.fill(0)
+
     def _scale_atol(self, s: _Set) -> None:
         """The absolute tolerance scales with the output; fresh draws share a distribution, so the first
-        expected output sets it, on the host (a device temporary would leave |expected| in the pool)."""
+        expected output sets it (its temporary holds |expected| and is zeroed before it is freed)."""
         if s.atol:
             return
         import course
+        xp = self.xp
         for p in self.ex.arrays:
             if isinstance(p, (Out, InOut)) and p.np_dtype.kind == "f":
                 _, scale = course.default_tolerance(p.np_dtype)
-                e = s.expected_host[p.name]
-                finite = np.abs(e[np.isfinite(e)])
-                s.atol[p.name] = scale * max(float(finite.max()) if finite.size else 0.0, 1e-30)
+                t = xp.abs(s.expected[p.name].astype(xp.float64))
+                t[~xp.isfinite(t)] = 0.0
+                top = float(t.max()) if t.size else 0.0
+                t.fill(0)
+                s.atol[p.name] = scale * max(top, 1e-30)
 
     def launch(self, who: str, sync: bool = False) -> None:
         s = self.sets[who]
@@ -154,13 +171,14 @@ class TimedPair:
     def check(self) -> str:
         """'' when the student's last output matches its expected output, else what differs."""
         s, xp = self.sets["student"], self.xp
+        self._xor_mask(s)  # the student kernel has finished: unmask
         try:
             for p in self.ex.arrays:
                 if isinstance(p, (Out, InOut)):
                     got, want = s.outputs[p.name], s.expected[p.name]
-                    want[...] = xp.asarray(s.expected_host[p.name])  # the student kernel has finished
                     if device_bad_count(xp, self.ex, p, got, want, s.atol.get(p.name, 0.0)):
-                        return output_problem(self.ex, p, backend().host(got), s.expected_host[p.name], 0) or \
+                        be = backend()
+                        return output_problem(self.ex, p, be.host(got), be.host(want), 0) or \
                             f"{p.name} differs from the reference"
             return ""
         finally:
