@@ -105,7 +105,7 @@ def test_generate_release_submit_collect_autograde_feedback(tmp_path):
         nbgrader("submit", ASSIGNMENT, *student_side, f"--CourseDirectory.student_id={student}",
                  cwd=home, exchange=exchange)
     # Every submission here is owned by the one user running the test, not by the student it names.
-    nbgrader("collect", ASSIGNMENT, "--CollectApp.check_owner=False", cwd=course, exchange=exchange)
+    nbgrader("collect", ASSIGNMENT, "--ExchangeCollect.check_owner=False", cwd=course, exchange=exchange)
     assert sorted(p.name for p in (course / "submitted").iterdir()) == sorted(STUDENTS)
 
     nbgrader("autograde", ASSIGNMENT, "--create", cwd=course, exchange=exchange)

@@ -274,3 +274,11 @@ def test_environment_yml_follows_pyproject():
               for d in project["dependencies"] + project["optional-dependencies"]["test"]}
     assert wanted - conda == set(), f"missing from environment.yml: {sorted(wanted - conda)}"
     assert {"cupy", "cuda-nvrtc", "cuda-cccl"} <= conda
+
+
+def test_bootstrap_help_exits_zero_with_the_two_commands(bootstrap, capsys):
+    """Does `bootstrap.py --help` print its usage and exit 0 (it used to exit 2)?"""
+    assert bootstrap.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "bootstrap.py lab" in out and "bootstrap.py test" in out
+    assert bootstrap.main([]) == 2  # no command at all is still a usage error

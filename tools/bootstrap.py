@@ -251,6 +251,9 @@ def course_env() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"], ["help"]):
+        print(__doc__.strip())
+        return 0
     if len(argv) < 1 or argv[0] not in COMMANDS:
         print("usage:\n" + __doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
