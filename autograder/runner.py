@@ -43,7 +43,6 @@ class Session:
     device: str = ""
     seed: int | None = None  # fixed only for debugging; normally fresh from os.urandom per exercise
     gpu: dict | None = None  # the probe's answer: name, cc, arch, l2_bytes, sm_count, max_clock_mhz
-    confine: bool = True     # False only in tests of the supervision itself
     references: dict = dataclasses.field(default_factory=dict)  # (chapter, exercise, arch) -> program data
 
     def new_seed(self) -> int:
@@ -120,6 +119,13 @@ def _prepare(ex, source, launch, cases):
     return cfg, None
 
 
+def _run(ex, private: str, steps: list, **fields) -> tuple:
+    """Run ``steps`` of ``ex`` in run children with the grading's private folder; what `run_steps` returns."""
+    task = {"chapter": ex.chapter, "exercise": ex.name, "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
+            "min_cc": list(ex.min_cc), "private_dir": private, **fields}
+    return run_steps(task, steps, os.path.join(private, "run.log"))
+
+
 def _compile_failure(outcome) -> dict:
     """The compile child's verdict when it sent none: stopped for time or memory is the student's result."""
     code = outcome.exitcode
@@ -143,7 +149,7 @@ def _compile(ex, source: str, session: Session, private: str) -> dict:
     arch = choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
     key = (ex.chapter, ex.name, arch)
     task = {"phase": "compile", "chapter": ex.chapter, "exercise": ex.name, "source": source, "arch": arch,
-            "harness": HARNESS_MODULE, "cap": COMPILE_CAP, "private_dir": private, "confine": session.confine,
+            "harness": HARNESS_MODULE, "cap": COMPILE_CAP, "private_dir": private,
             "log_path": os.path.join(private, "compile.log"),
             "compile_memory": compiling.COMPILE_MEMORY_BYTES, "compile_cpu_s": compiling.COMPILE_CPU_S}
     if key not in session.references:
@@ -196,11 +202,9 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
             steps.append("timing")
         if speed and ex.pipeline is not None:
             steps.append("pipeline")
-        task = {"chapter": ex.chapter, "exercise": ex.name, "programs": comp["programs"], "launch": cfg,
-                "seed": seed, "cases": cases, "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
-                "min_cc": list(ex.min_cc), "private_dir": private, "confine": session.confine,
-                "reference_launch": reference_launch(ex) if ex.pipeline is not None else None}
-        results, outcome, printf = run_steps(task, steps, os.path.join(private, "run.log"))
+        results, outcome, printf = _run(ex, private, steps, programs=comp["programs"], launch=cfg, seed=seed,
+                                        cases=cases, reference_launch=(reference_launch(ex) if ex.pipeline
+                                                                       is not None else None))
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
@@ -239,10 +243,7 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
     cases = list(ex.sizes) + draw_cases(ex, seed)
     steps = [f"size:{i}" for i in range(len(cases))]
     with _private_dir() as private:
-        task = {"chapter": ex.chapter, "exercise": ex.name, "call": call, "seed": seed, "cases": cases,
-                "cap": MESSAGE_CAP, "harness": HARNESS_MODULE, "min_cc": list(ex.min_cc), "private_dir": private,
-                "confine": session.confine}
-        results, outcome, _ = run_steps(task, steps, os.path.join(private, "run.log"))
+        results, outcome, _ = _run(ex, private, steps, call=call, seed=seed, cases=cases)
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
@@ -303,10 +304,7 @@ def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | Non
         if comp.get("status") != "ok":
             raise ValueError(f"{exercise}: {comp.get('message')}")
         steps = ["load"] + ["timing"] * trials
-        task = {"chapter": ex.chapter, "exercise": ex.name, "programs": comp["programs"], "launch": cfg,
-                "seed": session.new_seed(), "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
-                "min_cc": list(ex.min_cc), "private_dir": private, "confine": session.confine}
-        results, outcome, _ = run_steps(task, steps, os.path.join(private, "run.log"))
+        results, _, _ = _run(ex, private, steps, programs=comp["programs"], launch=cfg, seed=session.new_seed())
     out = []
     for i in range(1, len(steps)):
         data, _ = results.get(i, ({"status": Status.NOT_RUN}, False))

@@ -100,8 +100,6 @@ def _confine(task: dict, compile_phase: bool) -> str:
     Everything the child needs from outside the Python installation (the spec, the reference source,
     the cubins) is already in ``task`` or loaded before this runs.
     """
-    if not task.get("confine", True):
-        return ""
     from . import sandbox
     if compile_phase:
         from .compiling import COMPILE_CPU_S, COMPILE_MEMORY_BYTES
