@@ -12,7 +12,7 @@ import numpy as np
 
 from .spec import Constant, In, InOut, Out, Scalar, Uniform, default_generator, evaluate, shape_of
 
-__all__ = ["GUARD_BYTES", "POISON_BITS", "UINT", "poison_bits", "draw", "scalar_value", "make_inputs",
+__all__ = ["GUARD_BYTES", "POISON_BITS", "UINT", "poison_bits", "fill_output", "draw", "scalar_value", "make_inputs",
            "numpy_reference", "Guarded", "flat_index", "tolerance", "output_problem", "runs_differ",
            "device_bad_count"]
 
@@ -32,6 +32,15 @@ def poison_bits(dtype, variant: int) -> int:
     if dt.name in POISON_BITS:
         return POISON_BITS[dt.name][variant]
     return (1 << (8 * dt.itemsize)) - 1 if variant == 0 else 0  # 0xFF.. then 0x00..
+
+
+def fill_output(buf, p, variant: int = 0) -> None:
+    """Fill output ``buf`` of param ``p`` before a run: its ``fill`` value, or the poison of ``variant``."""
+    if p.fill != "poison":
+        buf.fill(p.fill)
+    else:
+        u = UINT[p.np_dtype.itemsize]
+        buf.reshape(-1).view(u).fill(u(poison_bits(p.np_dtype, variant)))
 
 
 def draw(gen, rng, shape, dtype):

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from . import policy
-from .buffers import (GUARD_BYTES, POISON_BITS, UINT, Guarded, make_inputs, numpy_reference, output_problem,
+from .buffers import (GUARD_BYTES, POISON_BITS, UINT, Guarded, fill_output, make_inputs, numpy_reference, output_problem,
                       poison_bits, runs_differ, flat_index)
 from .compiling import compile_task, program_from_dict
 from .cuda_errors import classify_cuda_error, module_load_problem
@@ -172,11 +172,8 @@ def correctness_step(ctx: Context, index: int) -> dict:
             b = bufs[p.name]
             if isinstance(p, (In, InOut)):
                 b.view[...] = pristine[p.name]
-            elif p.fill != "poison":
-                b.view.fill(p.fill)
             else:
-                u = UINT[p.np_dtype.itemsize]
-                b.bytes.view(u).fill(u(poison_bits(p.np_dtype, variant)))
+                fill_output(b.view, p, variant)
         if consts:
             set_constants(ex, ctx.student, consts)
         ctx.arm(timeout, f"your kernel at {label} (the reference takes {ref_ms:.3f} ms there)")

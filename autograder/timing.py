@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import policy
-from .buffers import UINT, device_bad_count, draw, output_problem, poison_bits, scalar_value
+from .buffers import device_bad_count, draw, fill_output, output_problem, scalar_value
 from .cuda_errors import classify_cuda_error
 from .device import backend, kernel_args, launch, set_constants
 from .floors import flop_floor_ms
@@ -78,7 +78,7 @@ class _Set:
         self.mask_seed = 0
 
     def arrays(self, outs: dict) -> dict:
-        return {**{k: v for k, v in self.inputs.items()}, **outs}
+        return {**self.inputs, **outs}
 
     def constants(self, ex) -> dict:
         return {c.name: self.inputs[c.name] for c in ex.constants}
@@ -89,12 +89,7 @@ def _reset_outputs(ex, s: _Set, outs: dict) -> None:
         if isinstance(p, InOut):
             outs[p.name][...] = s.pristine[p.name]
         elif isinstance(p, Out):
-            buf = outs[p.name]
-            if p.fill != "poison":
-                buf.fill(p.fill)
-            else:
-                u = UINT[p.np_dtype.itemsize]
-                buf.view(u).fill(u(poison_bits(p.np_dtype, 0)))
+            fill_output(outs[p.name], p)
 
 
 class TimedPair:
