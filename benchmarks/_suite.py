@@ -79,8 +79,8 @@ def _cupy_copy_gbps(nbytes: int) -> float:
 
 
 def _chapter_modules(only=None):
-    from . import chapters
-    names = sorted(m.name for m in pkgutil.iter_modules(chapters.__path__))
+    from . import rows as _rows
+    names = sorted(m.name for m in pkgutil.iter_modules(_rows.__path__))
     return [n for n in names if not only or n in only]
 
 
@@ -101,7 +101,7 @@ def run_suite(only=None, out_dir=None, log=print) -> dict:
     for mod in _chapter_modules(only):
         log(f"running {mod} ...")
         try:
-            m = importlib.import_module(f"benchmarks.chapters.{mod}")
+            m = importlib.import_module(f"benchmarks.rows.{mod}")
             rows += list(m.rows(Context(ceil, mod)))
         except Exception:
             errors[mod] = traceback.format_exc()

@@ -6,6 +6,7 @@ Importing it touches no GPU; functions that need one raise `NoGPUError` with a c
     import course; course.preflight()
     %load_ext course
 """
+from ._cells import CudaCell, lesson_cell, lesson_cells, notebook_cells, solution_source
 from ._ceilings import Ceilings, ceilings, measure_ceilings, recorded_ceilings
 from ._check import CheckResult, assert_close, check, default_tolerance
 from ._compile import Program, Resources, arch_cc, compile_for_arch, declared_arch, normalize_arch, sass_of
@@ -15,16 +16,18 @@ from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, 
 from ._headers import include_dirs, missing_headers
 from ._launch import Kernel, Module, compile, grid_2d, grid_for
 from ._magic import cell_sources, load_ipython_extension
+from ._nvml import sm_clock_mhz
 from ._preflight import preflight
 from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
+from . import cublas, ncu, plots, results, source, variants  # public submodules: no CUDA at import
 
 __all__ = [
-    "BenchResult", "Ceilings", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
+    "BenchResult", "Ceilings", "CudaCell", "cublas", "ncu", "plots", "results", "source", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
-    "grid_for", "include_dirs", "interleaved", "load_ipython_extension", "measure_ceilings",
-    "missing_headers", "no_gpu_message", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
-    "sass_of", "supports",
+    "grid_for", "include_dirs", "interleaved", "lesson_cell", "lesson_cells", "load_ipython_extension", "measure_ceilings",
+    "missing_headers", "no_gpu_message", "notebook_cells", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
+    "sass_of", "sm_clock_mhz", "solution_source", "supports",
 ]

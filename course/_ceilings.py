@@ -70,7 +70,7 @@ def _transfer_gbps(nbytes: int):
 
 def _gemm_tflops(compute: str, n: int = 4096) -> float:
     import cupy
-    from ._cublas import COMPUTE, gemm, to_bf16
+    from .cublas import COMPUTE, gemm, to_bf16
     from ._timing import benchmark
     rng = cupy.random.default_rng(1)
     a32 = rng.standard_normal((n, n), dtype=cupy.float32)

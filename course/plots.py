@@ -1,7 +1,7 @@
 """Plots the lessons draw: rooflines, bandwidth curves and stream timelines."""
 from __future__ import annotations
 
-__all__ = ["roofline", "bandwidth_curve", "timeline"]
+__all__ = ["roofline", "bandwidth_curve", "timeline", "vs_ceiling"]
 
 
 def _ax(ax):
@@ -91,5 +91,29 @@ def timeline(spans, *, ax=None, title=None):
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8, loc="upper right")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
+
+
+def vs_ceiling(results: dict, ceiling_gbps: float, *, ceiling_label: str = "device-to-device copy",
+                    title: str = "", ax=None):
+    """Horizontal bars of GB/s per kernel with the copy ceiling as a line, each labelled with its %."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=(8, 0.45 * len(results) + 1.4))
+    names = list(results)
+    vals = [results[n] for n in names]
+    ax.barh(range(len(names)), vals, color="tab:blue", alpha=0.8)
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:.0f} GB/s ({100 * v / ceiling_gbps:.0f}%)", va="center", fontsize=8)
+    ax.axvline(ceiling_gbps, color="black", ls="--", lw=1)
+    ax.text(ceiling_gbps, len(names) - 0.4, f" {ceiling_label}\n {ceiling_gbps:.0f} GB/s", fontsize=8,
+            va="top")
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB/s (bytes read + written per second)")
+    ax.set_xlim(0, max(max(vals, default=0), ceiling_gbps) * 1.35)
+    if title:
+        ax.set_title(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return ax

@@ -8,7 +8,7 @@ reference gets it as v["w"]. Correctness points only.
 conv_blocked: G = 512 taps fixed at compile time (the kernel's TAPS), 16 outputs per thread held in
 registers with a sliding window over the x values, window and taps staged in shared memory. Speed points
 against solutions/09_convolution/conv_blocked.cu at F = 2^23 outputs (built to reach >= 0.6 x cuBLAS
-SGEMM's TFLOP/s on an H100; benchmarks/chapters/09_convolution.py records the measured ratio). Reference outputs are float64 (exact correlation for small cases, FFT for the large ones);
+SGEMM's TFLOP/s on an H100; benchmarks/rows/09_convolution.py records the measured ratio). Reference outputs are float64 (exact correlation for small cases, FFT for the large ones);
 float32 sums of up to 1024 products stay within rtol 1e-4 plus 1e-5 x the largest output.
 Format: autograder/SPEC_FORMAT.md.
 """

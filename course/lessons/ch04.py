@@ -19,14 +19,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from .._table import print_table  # noqa: F401  (re-exported: the notebooks call chNN.print_table)
+from .._table import print_table
+from ..ncu import NcuResult, run_ncu
 
 __all__ = [
     "WARP", "SECTOR", "LINE", "WarpAccess", "warp_access", "plot_warp_access", "plot_patterns",
-    "Pattern", "PATTERNS", "prediction_table", "print_table",
+    "Pattern", "PATTERNS", "prediction_table",
     "STRIDED_SRC", "SCALE_SRC", "WALK_SRC", "STRIDES", "OFFSETS", "strided_runner", "stride_offset_sweep", "plot_stride_curve",
-    "gbps_of", "plot_vs_ceiling", "recorded_rows", "show_recorded", "plot_recorded",
-    "ncu_path", "parse_ncu_csv", "NcuResult", "run_ncu", "probe_source", "ncu_sectors_per_request",
+    "gbps_of", "probe_source", "ncu_sectors_per_request",
     "compare_with_ncu", "row_scale_reference",
 ]
 
@@ -430,190 +430,6 @@ def plot_stride_curve(sw, offset: int = 0, ax=None):
         model_label="sector model: stride-1 figure x 4 / sectors per request",
         xlabel="stride (floats between neighbouring lanes)", ylabel="useful GB/s (8 bytes per element touched)",
         title="strided scale", logx=True, ax=ax)
-
-
-# --- bars against the ceiling, live or recorded --------------------------------------------------
-
-def plot_vs_ceiling(results: dict, ceiling_gbps: float, *, ceiling_label: str = "device-to-device copy",
-                    title: str = "", ax=None):
-    """Horizontal bars of GB/s per kernel with the copy ceiling as a line, each labelled with its %."""
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _fig, ax = plt.subplots(figsize=(8, 0.45 * len(results) + 1.4))
-    names = list(results)
-    vals = [results[n] for n in names]
-    ax.barh(range(len(names)), vals, color="tab:blue", alpha=0.8)
-    for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:.0f} GB/s ({100 * v / ceiling_gbps:.0f}%)", va="center", fontsize=8)
-    ax.axvline(ceiling_gbps, color="black", ls="--", lw=1)
-    ax.text(ceiling_gbps, len(names) - 0.4, f" {ceiling_label}\n {ceiling_gbps:.0f} GB/s", fontsize=8,
-            va="top")
-    ax.set_yticks(range(len(names)), names, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("GB/s (bytes read + written per second)")
-    ax.set_xlim(0, max(max(vals, default=0), ceiling_gbps) * 1.35)
-    if title:
-        ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    return ax
-
-
-def recorded_rows(chapter: str) -> tuple:
-    """(rows of ``chapter`` from the benchmark results, GPU name, ceilings dict) for CPU-only display.
-
-    Reads the first benchmarks/results/*.json that has rows of this chapter; ``([], None, {})`` if
-    none does.
-    """
-    from .._ceilings import results_dir
-    for f in sorted(results_dir().glob("*.json")):
-        try:
-            data = json.loads(f.read_text())
-        except ValueError:
-            continue
-        rows = [r for r in data.get("rows", []) if r.get("chapter") == chapter]
-        if rows:
-            return rows, data.get("device", {}).get("name", f.stem), data.get("ceilings", {})
-    return [], None, {}
-
-
-def plot_recorded(chapter: str, contains: str = "", ax=None):
-    """Bars of the recorded GB/s rows of ``chapter`` against the recorded copy ceiling (CPU-only view).
-
-    Returns the axes, or None (with a sentence) when nothing is recorded yet.
-    """
-    rows, gpu, ceil = recorded_rows(chapter)
-    rows = [r for r in rows if r["unit"] == "GB/s" and contains in r["name"]]
-    if not rows or not ceil.get("copy_gbps"):
-        print(f"No recorded GB/s results of {chapter} yet; `python -m benchmarks --only {chapter}` on a GPU "
-              "records them.")
-        return None
-    ax = plot_vs_ceiling({r["name"]: r["value"] for r in rows}, ceil["copy_gbps"], ax=ax,
-                         title=f"{chapter}: recorded on {gpu} (benchmarks/results)")
-    return ax
-
-
-def show_recorded(chapter: str, contains: str = "") -> None:
-    """Print the benchmark suite's recorded rows of ``chapter`` (those whose name has ``contains``)."""
-    rows, gpu, _c = recorded_rows(chapter)
-    rows = [r for r in rows if contains in r["name"]]
-    if not rows:
-        print(f"No recorded results of {chapter} yet; `python -m benchmarks --only {chapter}` on a GPU "
-              "records them.")
-        return
-    print(f"Recorded on {gpu} by the benchmark suite (benchmarks/results):")
-    table = []
-    for r in rows:
-        ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}"
-        table.append({"row": r["name"], "value": f"{r['value']:.4g} {r['unit']}", "vs": r.get("anchor") or "",
-                      "ratio": ratio, "note": r.get("note", "")})
-    print_table(table)
-
-
-# --- Nsight Compute ----------------------------------------------------------------------------
-
-_NCU_GUESSES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu", "/usr/bin/ncu")
-
-
-def ncu_path() -> str | None:
-    """The ``ncu`` executable (PATH, $NCU, or the usual install folders), or None."""
-    cand = [os.environ.get("NCU"), shutil.which("ncu"), *_NCU_GUESSES]
-    cand += sorted((str(p) for p in Path("/opt/nvidia").glob("nsight-compute/*/ncu")), reverse=True)
-    cand += sorted((str(p) for p in Path("/usr/local").glob("cuda*/bin/ncu")), reverse=True)
-    for c in cand:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def _number(text: str):
-    t = text.strip().replace(",", "").replace(" ", "")
-    try:
-        return float(t)
-    except ValueError:
-        return None
-
-
-def parse_ncu_csv(text: str) -> list:
-    """Metric rows from ``ncu --csv`` output (the 'details' page, one row per kernel and metric).
-
-    Returns a list of dicts with ``kernel``, ``id``, ``metric``, ``unit`` and ``value`` (a float, or
-    None when ncu printed n/a). Lines that are not CSV (the profiled program's own output, ``==PROF==``
-    notes) are skipped.
-    """
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    header_at = next((i for i, ln in enumerate(lines) if '"Metric Name"' in ln and '"Metric Value"' in ln), None)
-    if header_at is None:
-        return []
-    reader = csv.reader(io.StringIO("\n".join(lines[header_at:])))
-    header = next(reader)
-    col = {name: j for j, name in enumerate(header)}
-    out = []
-    for row in reader:
-        if len(row) != len(header) or row == header:
-            continue
-        out.append({"id": row[col["ID"]] if "ID" in col else "", "kernel": row[col.get("Kernel Name", 0)],
-                    "metric": row[col["Metric Name"]], "unit": row[col.get("Metric Unit", col["Metric Name"])],
-                    "value": _number(row[col["Metric Value"]])})
-    return out
-
-
-@dataclasses.dataclass
-class NcuResult:
-    """Metrics by name (summed over the profiled launches), or why there are none."""
-
-    metrics: dict
-    reason: str = ""
-    output: str = ""
-    by_kernel: dict = dataclasses.field(default_factory=dict)  # kernel name -> {metric: value}
-
-    def __bool__(self) -> bool:
-        return bool(self.metrics) and not self.reason
-
-
-_PERMISSION = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
-
-
-def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: float = 300.0) -> NcuResult:
-    """Run the Python ``script`` under Nsight Compute and collect ``metrics`` of kernel ``kernel``.
-
-    The script runs in a child process with this repository on its path; it should compile and
-    launch the kernel once. Nothing here raises for a missing or forbidden profiler: the result is
-    then falsy and ``reason`` says what to do.
-    """
-    ncu = ncu_path()
-    if ncu is None:
-        return NcuResult({}, "Nsight Compute (ncu) is not installed here, so only the model's count is "
-                             "shown. Install it with the CUDA toolkit to compare.")
-    root = Path(__file__).resolve().parents[2]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "probe.py"
-        path.write_text(script)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-        cmd = [ncu, "--csv", "--metrics", ",".join(metrics), "--kernel-name", kernel,
-               "--launch-count", str(launches), sys.executable, str(path)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return NcuResult({}, f"ncu did not finish within {timeout:.0f} s.")
-    out = (p.stdout or "") + (p.stderr or "")
-    if any(s in out for s in _PERMISSION):
-        return NcuResult({}, "Nsight Compute is installed but this user may not read the GPU's performance "
-                             "counters (ERR_NVGPUCTRPERM); an administrator can allow it (NVIDIA's "
-                             "'ERR_NVGPUCTRPERM' page), so only the model's count is shown.", out)
-    rows = parse_ncu_csv(p.stdout or "")
-    got: dict = {}
-    by_kernel: dict = {}
-    for r in rows:
-        if r["value"] is not None:
-            got[r["metric"]] = got.get(r["metric"], 0.0) + r["value"]
-            name = r["kernel"].split("(")[0].strip()
-            per = by_kernel.setdefault(name, {})
-            per[r["metric"]] = per.get(r["metric"], 0.0) + r["value"]
-    if not got:
-        tail = "\n".join(out.strip().splitlines()[-5:])
-        return NcuResult({}, f"ncu ran but reported no metrics for kernel {kernel!r} (exit {p.returncode}):\n"
-                             f"{tail}", out)
-    return NcuResult(got, "", out, by_kernel)
 
 
 _PROBE_TYPES = {4: "float", 8: "float2", 16: "float4"}

@@ -10,7 +10,9 @@ import dataclasses
 
 import numpy as np
 
-from .ch04 import NcuResult, _kernel, gbps_of, print_table, run_ncu
+from .._table import print_table
+from ..ncu import NcuResult, run_ncu
+from .ch04 import _kernel, gbps_of
 
 __all__ = [
     "BANKS", "WORD", "BankAccess", "bank_access", "plot_banks", "BankPattern", "BANK_PATTERNS",

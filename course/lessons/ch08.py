@@ -224,7 +224,7 @@ def input_dtype():
 
 def _to16(x, kind: str):
     import cupy
-    from course._cublas import to_bf16
+    from course.cublas import to_bf16
     return to_bf16(x) if kind == "bf16" else cupy.asarray(x, dtype=cupy.float16).view(cupy.uint16)
 
 
@@ -247,7 +247,7 @@ def probe_layouts() -> dict:
     k(1, 32, _to16(idx_a, kind), _to16(idx_b, kind), a_out, b_out, c_out)
     found = {}
     # a_out holds 8 halves per lane and b_out 4: entry i is lane i // per, slot i % per
-    from course.lessons.ch07 import values64
+    from course.gemm import values64
     for name, vals, shape, per in (("A", values64(a_out, kind), (16, 16), 8), ("B", values64(b_out, kind), (16, 8), 4)):
         lay = np.full(shape, -1)
         for i, v in enumerate(cupy.asnumpy(vals).astype(int)):
@@ -324,7 +324,7 @@ def plot_swizzle(row_bytes: int = 64, rows: int = 8, ax=None):
 
 def round_bf16(x) -> np.ndarray:
     """float32 -> nearest bf16 (ties to even), returned as float32 (NumPy, no GPU)."""
-    from course._cublas import from_bf16, to_bf16
+    from course.cublas import from_bf16, to_bf16
     return from_bf16(to_bf16(np.asarray(x, np.float32)))
 
 
@@ -404,8 +404,8 @@ def measure_ablation(size: int = SIZE, budget_s: float = 1.0, check_shape=(777, 
     variant; [] (with a sentence) where the solutions folder or sm_80 is missing.
     """
     import course
-    from course._cublas import gemm
-    from course.lessons.ch07 import check_gemm, gemm_flops, make_inputs
+    from course.cublas import gemm
+    from course.gemm import check_gemm, gemm_flops, make_inputs
     if mma_gemm_source() is None or not course.supports("bf16_mma"):
         print("The ablation runs solutions/08_tensor_cores/mma_gemm.cu on sm_80 or newer; "
               "show_ablation() prints the recorded one.")
@@ -432,7 +432,7 @@ def show_ablation(rows=None) -> list:
     import course
     where = "measured here"
     if not rows:
-        from course.lessons.ch04 import recorded_rows
+        from course.results import recorded_rows
         rec, gpu, _c = recorded_rows("08_tensor_cores")
         rows = [{"variant": r["name"].split(": ", 1)[1], "tflops": r["value"], "cublas_tflops": r["anchor_value"],
                  "fraction": r["ratio"]} for r in rec if r["name"].startswith("mma_gemm: ")]

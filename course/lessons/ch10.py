@@ -137,7 +137,7 @@ SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def gemm(a, b, out=None, *, compute: str = "fp32"):
-    """Row-major ``a @ b`` through ``course._cublas.gemm`` (cublasGemmEx, operand swap), on the current stream.
+    """Row-major ``a @ b`` through ``course.cublas.gemm`` (cublasGemmEx, operand swap), on the current stream.
 
     Parameters
     ----------
@@ -163,7 +163,7 @@ def operands(m: int, n: int, k: int, compute: str = "fp32", seed: int = 0):
         ``a32``, ``b32`` the float32 values drawn from [-1, 1).
     """
     import cupy
-    from course._cublas import to_bf16
+    from course.cublas import to_bf16
     rng = cupy.random.default_rng(seed)
     a32 = rng.uniform(-1, 1, (m, k), dtype=cupy.float64).astype(cupy.float32)
     b32 = rng.uniform(-1, 1, (k, n), dtype=cupy.float64).astype(cupy.float32)
@@ -177,7 +177,7 @@ def operands(m: int, n: int, k: int, compute: str = "fp32", seed: int = 0):
 
 
 def _as_f32(c, compute):
-    from course._cublas import from_bf16
+    from course.cublas import from_bf16
     return from_bf16(c) if compute == "bf16" else c.astype("float32")
 
 
@@ -253,7 +253,7 @@ def concurrent_gemms(n: int = 512, count: int = 48, streams: int = 2, reps: int 
         raise ValueError(f"`compute` should be 'fp32' or 'tf32' here; got {compute!r}")
     import cupy
     from cupy_backends.cuda.libs import cublas
-    from course._cublas import COMPUTE
+    from course.cublas import COMPUTE
     in_t, _in_dt, out_t, _out_dt, ctype = COMPUTE[compute]
     rng = cupy.random.default_rng(1)
     a = [rng.random((n, n), dtype=cupy.float32) for _ in range(count)]

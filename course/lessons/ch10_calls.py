@@ -193,7 +193,7 @@ def sgemm_call(problem: str, call: dict, arrays: dict, out, sizes: dict | None =
         return
     import cupy
 
-    from course._cublas import _handle
+    from course.cublas import _handle
     cublas, h = _handle()
     cublas.setStream(h, cupy.cuda.get_current_stream().ptr)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)

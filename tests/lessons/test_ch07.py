@@ -143,7 +143,7 @@ def test_stage_intensity(ch07):
     reg2d = next(s for s in ch07.STAGES if s.key == "reg2d")
     wide = dataclasses.replace(reg2d, block_tile=(128, 64))
     assert ch07.stage_intensity(wide) == pytest.approx(2 * 128 * 64 / (192 * 4))
-    assert ch07.gemm_flops(4096, 4096, 4096) == 2 * 4096 ** 3
+    assert import_course().gemm.gemm_flops(4096, 4096, 4096) == 2 * 4096 ** 3
 
 
 @pytest.mark.parametrize("shape,threads,words", [
@@ -188,7 +188,7 @@ def test_tile_config_agrees_with_the_kernel(ch07):
 def _fake_rows(ch07, keys=("naive", "coalesced", "tiled", "reg2d", "vector", "wmma_ms")):
     """Stage rows as the benchmark module writes them (its own code path), with made-up numbers."""
     from benchmarks._suite import Context
-    mod = importlib.import_module(f"benchmarks.chapters.{STEM}")
+    mod = importlib.import_module(f"benchmarks.rows.{STEM}")
     fake = []
     for i, st in enumerate(s for s in ch07.STAGES if s.key in keys):
         base = 50.0 if st.precision == "fp32" else 700.0
@@ -312,9 +312,9 @@ def test_stages_correct_at_odd_sizes(ch07):
     assert set(lesson.kernels) == want, lesson.skipped
     for key, (st, _k) in lesson.kernels.items():
         for m, n, k in (FP32_SIZES if st.precision == "fp32" else BF16_SIZES):
-            a, b, c = ch07.make_inputs(m, n, k, st.precision, seed=m + n + k)
+            a, b, c = course.gemm.make_inputs(m, n, k, st.precision, seed=m + n + k)
             lesson.run(key, a, b, c)
-            res = ch07.check_gemm(c, a, b, st.precision, name=f"{key} {m}x{n}x{k}")
+            res = course.gemm.check_gemm(c, a, b, st.precision, name=f"{key} {m}x{n}x{k}")
             assert res, res.message
 
 
@@ -329,10 +329,10 @@ def test_solutions_correct_at_odd_sizes(ch07):
         # (130, 260, 36) and (256, 128, 64): K and N multiples of 4, so sgemm_regtile takes its float4 paths
         for m, n, k in ((1, 1, 1), (33, 65, 17), (1, 1000, 300), (1000, 1037, 1009), (257, 130, 4099),
                         (130, 260, 36), (256, 128, 64)):
-            a, b, c = ch07.make_inputs(m, n, k, seed=m * n + k)
+            a, b, c = course.gemm.make_inputs(m, n, k, seed=m * n + k)
             grid, block, smem = ex.launch({"m": m, "n": n, "k": k}, dict(ex.launch_defaults))
             kern(grid, block, a, b, c, m, n, k, shared_mem=smem)
-            res = ch07.check_gemm(c, a, b, name=f"{name} {m}x{n}x{k}")
+            res = course.gemm.check_gemm(c, a, b, name=f"{name} {m}x{n}x{k}")
             assert res, res.message
 
 
@@ -341,28 +341,28 @@ def test_check_gemm_catches_a_wrong_result(ch07):
     """Does check_gemm pass a right product and fail one wrong output, in FP32 and in BF16?"""
     course = import_course()
     lesson = ch07.Lesson(keys=["coalesced", "wmma_db"])
-    a, b, c = ch07.make_inputs(300, 200, 100, seed=5)
+    a, b, c = course.gemm.make_inputs(300, 200, 100, seed=5)
     lesson.run("coalesced", a, b, c)
-    assert ch07.check_gemm(c, a, b)
+    assert course.gemm.check_gemm(c, a, b)
     c[17, 42] += 1.0          # max |C| is about 40 here: the tolerance is ~4e-3
-    assert not ch07.check_gemm(c, a, b)
+    assert not course.gemm.check_gemm(c, a, b)
     if course.supports("bf16_mma"):
-        a, b, c = ch07.make_inputs(300, 200, 104, "bf16", seed=6)
+        a, b, c = course.gemm.make_inputs(300, 200, 104, "bf16", seed=6)
         lesson.run("wmma_db", a, b, c)
-        assert ch07.check_gemm(c, a, b, "bf16")
+        assert course.gemm.check_gemm(c, a, b, "bf16")
         i = int(abs(c.view(np.int16) & 0x7FFF).argmax())   # the largest |C|: flip its sign
         c.ravel()[i] ^= 0x8000
-        assert not ch07.check_gemm(c, a, b, "bf16")
+        assert not course.gemm.check_gemm(c, a, b, "bf16")
         # float C from bf16 inputs (what the chapter 08 kernels write): the FP32 tolerance applies
-        c32 = (ch07.values64(a, "bf16") @ ch07.values64(b, "bf16")).astype(np.float32)
-        assert ch07.check_gemm(c32, a, b, "bf16")
+        c32 = (course.gemm.values64(a, "bf16") @ course.gemm.values64(b, "bf16")).astype(np.float32)
+        assert course.gemm.check_gemm(c32, a, b, "bf16")
         c32[3, 5] += 0.05 * float(abs(c32).max())
-        assert not ch07.check_gemm(c32, a, b, "bf16")
+        assert not course.gemm.check_gemm(c32, a, b, "bf16")
 
 
 def test_make_inputs_refuses_an_unknown_precision(ch07):
     with pytest.raises(ValueError, match="precision"):
-        ch07.make_inputs(2, 2, 2, "tf32")
+        import_course().gemm.make_inputs(2, 2, 2, "tf32")
 
 
 @pytest.mark.gpu

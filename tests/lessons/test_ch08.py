@@ -386,7 +386,7 @@ def test_bf16_error_table(ch08):
 def test_spec_reference_agrees_with_the_course(ch08):
     """Does the grader round and convert BF16 like the course, and is its reference the float64 product?"""
     import_course()
-    from course._cublas import from_bf16, to_bf16
+    from course.cublas import from_bf16, to_bf16
     spec = spec_module()
     rng = np.random.default_rng(3)
     x = rng.standard_normal(10_000).astype(np.float32)
@@ -427,10 +427,10 @@ def test_smem_of_each_variant(ch08):
 
 
 def test_benchmark_rows_import():
-    """Does benchmarks/chapters/08_tensor_cores.py import without CUDA and find the solutions?"""
+    """Does benchmarks/rows/08_tensor_cores.py import without CUDA and find the solutions?"""
     import importlib
     import_course()
-    mod = importlib.import_module("benchmarks.chapters.08_tensor_cores")
+    mod = importlib.import_module("benchmarks.rows.08_tensor_cores")
     assert callable(mod.rows)
     assert (mod.SOLUTIONS / "mma_gemm.cu").is_file() and (mod.SOLUTIONS / "wmma_gemm.cu").is_file()
 
@@ -452,12 +452,12 @@ def test_show_ablation_without_gpu_says_so(ch08, capsys):
 
 def _inputs16(m, n, k, kind, seed):
     """16-bit A and B of this GPU's kind and a float32 C full of NaN (the kernels here write float)."""
-    from course.lessons.ch07 import make_inputs
+    from course.gemm import make_inputs
     return make_inputs(m, n, k, kind, seed=seed, out="float32")
 
 
 def _float_check(c, a, b, kind):
-    from course.lessons.ch07 import check_gemm
+    from course.gemm import check_gemm
     return check_gemm(c, a, b, kind)
 
 
@@ -500,7 +500,7 @@ ODD = ((777, 264, 520), (1, 8, 8), (129, 136, 40), (1009, 1032, 1000))
 def test_ablation_variants_correct_at_odd_shapes(ch08, label, cfg):
     """Is every ablation variant (bf16 out) right at shapes with partial tiles in m, n and k?"""
     _need_sm80()
-    from course.lessons.ch07 import check_gemm, make_inputs
+    from course.gemm import check_gemm, make_inputs
     launch = ch08._mma_kernel(cfg)
     for m, n, k in ODD:
         a, b, c = make_inputs(m, n, k, "bf16", seed=m + k)

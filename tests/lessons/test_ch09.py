@@ -115,11 +115,11 @@ def test_sweep_builds_without_gpu(ch09):
 
 
 def test_benchmark_rows_import_and_match_the_spec():
-    """Does benchmarks/chapters/09_convolution.py import without CUDA and launch like the grader?"""
+    """Does benchmarks/rows/09_convolution.py import without CUDA and launch like the grader?"""
     import importlib
     import_course()
     from autograder import get_exercise
-    mod = importlib.import_module("benchmarks.chapters.09_convolution")
+    mod = importlib.import_module("benchmarks.rows.09_convolution")
     assert callable(mod.rows)
     ex = get_exercise(STEM, "conv_blocked")
     for n in (1, 2047, 2049, 1 << 23):

@@ -164,10 +164,10 @@ def test_sweep_builds_without_gpu(ch10):
 
 
 def test_benchmark_rows_import_and_use_the_grader_geometry():
-    """Does benchmarks/chapters/10_cublas.py import without CUDA and time bias_relu with the grader's launch?"""
+    """Does benchmarks/rows/10_cublas.py import without CUDA and time bias_relu with the grader's launch?"""
     import_course()
     from autograder import get_exercise
-    mod = importlib.import_module("benchmarks.chapters.10_cublas")
+    mod = importlib.import_module("benchmarks.rows.10_cublas")
     assert callable(mod.rows)
     ex = get_exercise(STEM, "bias_relu")
     grid, block, _ = ex.launch({"m": mod.BIAS_M, "n": mod.BIAS_N}, {})

@@ -125,7 +125,7 @@ def test_benchmark_copy_matches_cupy_timer(cp):
 
 def test_gemm_operand_swap_is_row_major(cp):
     """Does the cuBLAS wrapper compute row-major A @ B for non-square shapes, in FP32 and BF16?"""
-    from course._cublas import from_bf16, gemm, to_bf16
+    from course.cublas import from_bf16, gemm, to_bf16
     a = cp.random.standard_normal((37, 53), dtype=cp.float32)
     b = cp.random.standard_normal((53, 29), dtype=cp.float32)
     course.assert_close(gemm(a, b, compute="fp32"), a.get() @ b.get())

@@ -15,7 +15,7 @@ def rows(ctx) -> list:
     import course
     from course.lessons import ch07, ch08
     size = ch08.SIZE
-    flops = ch07.gemm_flops(size, size, size)
+    flops = course.gemm.gemm_flops(size, size, size)
     ablation = ch08.measure_ablation(size)
     base = ablation[0]["cublas_tflops"]
     anchor = "cuBLAS BF16 4096^3 (bf16 out), same run"
@@ -49,11 +49,11 @@ def rows(ctx) -> list:
 
     # every output checked first, at shapes each contract allows but no tile divides
     for name, shape in (("simple", (512, 640, 256)), ("wmma_gemm", (272, 144, 528)), ("mma_gemm", (1009, 1032, 1000))):
-        sa, sb, sc = ch07.make_inputs(*shape, "bf16", seed=8, out="float32")
+        sa, sb, sc = course.gemm.make_inputs(*shape, "bf16", seed=8, out="float32")
         launcher(name, sa, sb, sc)()
-        res = ch07.check_gemm(sc, sa, sb, "bf16", name=name)
+        res = course.gemm.check_gemm(sc, sa, sb, "bf16", name=name)
         assert res, f"{name} wrong at {shape}: {res.message}"
-    a, b, c32 = ch07.make_inputs(size, size, size, "bf16", seed=7, out="float32")
+    a, b, c32 = course.gemm.make_inputs(size, size, size, "bf16", seed=7, out="float32")
     runs = {k: launcher(name, a, b, c32) for k, name in (("simple", "simple"), ("wmma", "wmma_gemm"),
                                                           ("graded", "mma_gemm"))}
     t = ctx.interleaved(runs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gemm", "COMPUTE", "to_bf16", "from_bf16"]
+__all__ = ["gemm", "COMPUTE", "to_bf16", "from_bf16", "handle"]
 
 _CUDA_R_32F, _CUDA_R_16F, _CUDA_R_16BF = 0, 2, 14
 _COMPUTE_32F, _COMPUTE_32F_PEDANTIC, _COMPUTE_32F_FAST_TF32 = 68, 69, 77
@@ -47,7 +47,7 @@ def _xp(a):
 _handles = {}
 
 
-def _handle():
+def handle():
     """(cublas module, this device's course handle). CuPy's gemmEx sets the handle's stream to the
     current stream on each call, so no stream is bound here."""
     import cupy
@@ -84,7 +84,7 @@ def gemm(a, b, out=None, *, compute: str = "fp32", alpha: float = 1.0, beta: flo
         raise ValueError(f"inner dimensions differ: a is {a.shape}, b is {b.shape}")
     if out is None:
         out = cupy.zeros((m, n), dtype=out_dt)
-    cublas, h = _handle()
+    cublas, h = handle()
     al = np.array(alpha, dtype=np.float32)
     be = np.array(beta, dtype=np.float32)
     # column-major view: out^T (n x m) = b^T (n x k) @ a^T (k x m)

@@ -91,7 +91,7 @@ def _fused_gemm_rows(ctx, cupy, course, ch10) -> list:
         epi(_bias_grid(m, n), (32, 8), c, bias, m, n)
 
     for m, n, k in ((1000, 1037, 1009), (257, 130, 4099)):
-        a, b, _ = ch07.make_inputs(m, n, k, "fp32", seed=7)
+        a, b, _ = course.gemm.make_inputs(m, n, k, "fp32", seed=7)
         bias = rng.uniform(-1, 1, n, dtype=cupy.float64).astype(cupy.float32)
         want = cupy.maximum(a.astype(cupy.float64) @ b.astype(cupy.float64) + bias, 0).astype(cupy.float32)
         for how in (launch_fused, separate):
@@ -100,7 +100,7 @@ def _fused_gemm_rows(ctx, cupy, course, ch10) -> list:
             # the grader's tolerance for these exercises: float32's (1e-4 relative, 1e-5 x max |c|)
             course.assert_close(c, want, rtol=1e-4, name=f"{how.__name__} at {m} x {n} x {k}")
     m, n, k = FUSED["m"], FUSED["n"], FUSED["k"]
-    a, b, _ = ch07.make_inputs(m, n, k, "fp32", seed=8)
+    a, b, _ = course.gemm.make_inputs(m, n, k, "fp32", seed=8)
     bias = rng.uniform(-1, 1, n, dtype=cupy.float64).astype(cupy.float32)
     c = cupy.empty((m, n), cupy.float32)
     t = course.interleaved({"fused": lambda: launch_fused(a, b, bias, c), "separate": lambda: separate(a, b, bias, c),

@@ -1,0 +1,138 @@
+"""The notebooks are the one home of the lesson kernels: `%%cuda` cells read back by name.
+
+A helper, a benchmark row or a test that needs a lesson kernel asks for the cell that teaches it, so what
+a student sees in the notebook is what every table and plot measures. In a notebook session, a cell the
+student ran (and perhaps edited) wins over the saved file: the next table measures the edit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+
+from ._errors import CourseError
+
+__all__ = ["CudaCell", "lesson_cell", "lesson_cells", "notebook_cells", "solution_source", "REPO"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaCell:
+    """One `%%cuda` cell: its key (``--name``, else its first kernel), source, kernels and flags."""
+
+    notebook: str             # the notebook's path relative to the repository
+    key: str
+    source: str               # the CUDA C++ without the magic line
+    kernels: tuple            # names of the __global__ functions it defines, in order
+    options: tuple = ()       # --options, split as the magic splits them
+    requires: str | None = None
+    index: int = 0            # position among the notebook's cells (for messages)
+
+    def compile(self, *, options=(), arch=None):
+        """The cell compiled for this GPU (or ``arch``) with its own options plus ``options``: a Module."""
+        from ._launch import compile as compile_
+        return compile_(self.source, options=(*self.options, *options), arch=arch, name=f"{self.key}.cu")
+
+    def kernel(self, name: str | None = None, *, options=()):
+        """One kernel of the cell (default: the cell's only or first kernel), compiled: a `course.Kernel`."""
+        return self.compile(options=options).kernel(name or self.kernels[0])
+
+    def compile_for_arch(self, arch: str, *, options=()):
+        """NVRTC only (no GPU): a `course.Program` for ``arch``."""
+        from ._compile import compile_for_arch
+        return compile_for_arch(self.source, arch, options=(*self.options, *options), name=f"{self.key}.cu")
+
+
+def _magic_flags(line: str) -> dict:
+    words = shlex.split(line)[1:]
+    flags, i = {}, 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and "=" in w:
+            k, v = w[2:].split("=", 1)
+            flags[k] = v
+        elif w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            flags[w[2:]] = words[i + 1]
+            i += 1
+        elif w.startswith("--"):
+            flags[w[2:]] = True
+        i += 1
+    return flags
+
+
+_CACHE: dict = {}
+
+
+def notebook_cells(path) -> dict:
+    """key -> `CudaCell` for every `%%cuda` cell of the notebook at ``path``, in order. Each cell is also
+    reachable by the name of every kernel it defines (the key wins where names clash)."""
+    from ._signature import parse_kernels
+    path = Path(path)
+    stamp = (path.resolve(), path.stat().st_mtime_ns)
+    if stamp in _CACHE:
+        return _CACHE[stamp]
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        shown = path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        shown = str(path)
+    cells, aliases = {}, {}
+    for index, cell in enumerate(nb.get("cells", ())):
+        text = "".join(cell["source"]) if isinstance(cell.get("source"), list) else cell.get("source", "")
+        if cell.get("cell_type") != "code" or not text.startswith("%%cuda"):
+            continue
+        line, _, body = text.partition("\n")
+        flags = _magic_flags(line)
+        kernels = tuple(parse_kernels(body))
+        key = flags.get("name") or (kernels[0] if kernels else f"cell{index}")
+        cells[key] = CudaCell(shown, key, body, kernels, tuple(shlex.split(flags.get("options") or "")),
+                              flags.get("requires") or None, index)
+        for k in kernels:
+            aliases.setdefault(k, cells[key])
+    out = {**aliases, **cells}
+    _CACHE[stamp] = out
+    return out
+
+
+def _chapter_path(chapter: str) -> Path:
+    path = REPO / "chapters" / f"{chapter}.ipynb"
+    if not path.is_file():
+        known = sorted(p.stem for p in (REPO / "chapters").glob("*.ipynb"))
+        near = [k for k in known if k.startswith(str(chapter)[:2])]
+        raise CourseError(f"there is no chapter {chapter!r}: expected chapters/{chapter}.ipynb"
+                          + (f"; did you mean {near[0]!r}?" if near else f"; the chapters are {', '.join(known)}"))
+    return path
+
+
+def lesson_cells(chapter: str) -> dict:
+    """key -> `CudaCell` of chapters/<chapter>.ipynb (see `notebook_cells`)."""
+    return notebook_cells(_chapter_path(chapter))
+
+
+def lesson_cell(chapter: str, name: str) -> CudaCell:
+    """The `%%cuda` cell of chapters/<chapter>.ipynb named ``name`` (its ``--name``, or a kernel it defines).
+
+    In a notebook session where that cell has run, its source is the one that ran (the student's edit,
+    if any), not the saved file's.
+    """
+    cells = lesson_cells(chapter)
+    if name not in cells:
+        raise CourseError(f"chapters/{chapter}.ipynb has no %%cuda cell named {name!r} (by --name or by a kernel "
+                          f"it defines); its cells define: {', '.join(sorted(cells))}")
+    cell = cells[name]
+    from ._magic import cell_sources
+    live = cell_sources.get(cell.key)
+    if live is not None and live != cell.source:
+        from ._signature import parse_kernels
+        kernels = tuple(parse_kernels(live)) or cell.kernels
+        cell = dataclasses.replace(cell, source=live, kernels=kernels)
+    return cell
+
+
+def solution_source(chapter: str, name: str) -> str | None:
+    """Text of solutions/<chapter>/<name> (``.cu`` added when no suffix is given), or None where the
+    solutions are not shipped (a student's copy of the course)."""
+    p = REPO / "solutions" / chapter / (name if Path(name).suffix else f"{name}.cu")
+    return p.read_text() if p.is_file() else None
