@@ -58,33 +58,14 @@ def _last_value(tree: ast.Module, names: set, bare: bool = False):
 
 
 def parse_call_cell(source: str, exercise: str) -> dict:
-    """A library call's arguments, read with ast from the body of a ``%%cublas --name EXERCISE`` cell: a
-    literal dict (str keys, str or int values), bare or assigned to ``CALL``. Raises `LaunchDataError`
-    saying what to write."""
-    from .extract import strip_magic
-    body = strip_magic(source or "")
-    example = '{"transa": "N", "transb": "N", "m": "n", ...}'
-    if "YOUR CODE HERE" in body:
-        raise LaunchDataError(f"the {exercise} call is not filled in yet: replace the `// YOUR CODE HERE` line "
-                              "with the remaining arguments.")
+    """A library call's arguments, read as data by `course.calls.parse_call_cell` (never run). Raises
+    `LaunchDataError` saying what to write."""
+    from course.calls import CallDataError
+    from course.calls import parse_call_cell as parse
     try:
-        tree = ast.parse(body)
-    except SyntaxError as exc:
-        raise LaunchDataError(f"the {exercise} call is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
-                              f"write a dict such as {example}") from None
-    found = _last_value(tree, {"CALL", f"{exercise.upper()}_CALL"}, bare=True)
-    if found is None:
-        raise LaunchDataError(f"no call found for {exercise}: its cell should hold a dict such as {example}.")
-    try:
-        call = ast.literal_eval(found)
-    except ValueError:
-        raise LaunchDataError(f"the {exercise} call must be a literal dict of strings and ints (the grader reads "
-                              "it as data and runs none of it): no variables, calls or arithmetic.") from None
-    if not isinstance(call, dict) or not all(isinstance(k, str) and (isinstance(v, str) or type(v) is int)
-                                             for k, v in call.items()):
-        raise LaunchDataError((f"the {exercise} call should be a dict of strings and ints, such as {example}; "
-                               f"got {call!r}")[:400])
-    return {str(k): (str(v) if isinstance(v, str) else int(v)) for k, v in call.items()}
+        return parse(source, exercise)
+    except CallDataError as exc:
+        raise LaunchDataError(str(exc)) from None
 
 
 def launch_from_source(source: str) -> dict | None:

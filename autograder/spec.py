@@ -278,7 +278,7 @@ class Pipeline:
     max_streams: int = 16
     max_chunks: int = 256
     nbytes: int = 256 << 20
-    driver: str = "course.lessons.ch03:pipeline_report"
+    driver: str = "drivers.pipeline:pipeline_report"
 
     def fraction(self, ratio: float) -> float:
         """Fraction of ``points`` for a pipeline/un-overlapped time ratio (lower is better)."""

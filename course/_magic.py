@@ -93,29 +93,28 @@ def gpu_cell(line: str, cell: str, shell) -> None:
 def cublas_cell(line: str, cell: str) -> bool:
     """Read the call in ``cell`` as data, check it, and make it once on a small padded case (cuBLAS with a
     GPU, a NumPy model of it without). Prints the verdict; returns whether the call was right."""
-    from .lessons import ch10_calls
+    from . import calls
     try:
         args = shlex.split(line)
         name = args[args.index("--name") + 1]
     except (ValueError, IndexError):
-        raise _usage_error("%%cublas takes --name EXERCISE (" + ", ".join(ch10_calls.PROBLEMS) + ")") from None
-    if name not in ch10_calls.PROBLEMS:
-        raise _usage_error(f"%%cublas: unknown exercise {name!r}; known: {', '.join(ch10_calls.PROBLEMS)}")
+        raise _usage_error("%%cublas takes --name EXERCISE (" + ", ".join(calls.PROBLEMS) + ")") from None
+    if name not in calls.PROBLEMS:
+        raise _usage_error(f"%%cublas: unknown exercise {name!r}; known: {', '.join(calls.PROBLEMS)}")
     cell_sources[name] = cell
-    from autograder.launchcfg import LaunchDataError, parse_call_cell
     try:
-        call = parse_call_cell(cell, name)
-    except LaunchDataError as exc:
+        call = calls.parse_call_cell(cell, name)
+    except calls.CallDataError as exc:
         print(f"{name}: {exc}")
         return False
-    problem = ch10_calls.check_call(name, call)
+    problem = calls.check_call(name, call)
     if problem:
         print(f"{name}: {problem}")
         return False
     from ._env import gpu_available
     gpu = gpu_available()
-    sizes = ch10_calls.TRY_SIZES[name]
-    verdict = ch10_calls.grade_case(name, call, sizes, seed=0, backend="cupy" if gpu else "numpy")
+    sizes = calls.TRY_SIZES[name]
+    verdict = calls.run_case(name, call, sizes, seed=0, backend="cupy" if gpu else "numpy")
     label = ", ".join(f"{k}={v}" for k, v in sizes.items())
     how = "cuBLAS on this GPU" if gpu else "a NumPy model of cublasSgemm (no GPU here; the grader uses cuBLAS)"
     if verdict["status"] == "passed":

@@ -74,6 +74,6 @@ EXERCISES = [
         # count as above, around the default block of 256
         tile={"n": 256},
         pipeline=Pipeline(points=4, full_at=FULL_AT, half_at=HALF_AT, max_streams=16, max_chunks=256,
-                          nbytes=256 << 20, driver="course.lessons.ch03:pipeline_report"),
+                          nbytes=256 << 20, driver="drivers.pipeline:pipeline_report"),
     ),
 ]

@@ -2,7 +2,7 @@
 
 Library calls (`CallExercise`): the student writes cublasSgemm's arguments as data in a
 `%%cublas --name NAME` cell; the grader reads the dict without running anything of the student's, and
-its driver (course.lessons.ch10_calls.grade_case) makes the call on fresh row-major inputs whose rows are
+its driver (drivers.cublas_calls.grade_case) makes the call on fresh row-major inputs whose rows are
 padded (leading dimensions larger than the row length, so a size passed where a row pitch belongs gives
 a wrong product), with the output poisoned and its padding checked untouched. A call that would read or
 write outside the buffers is refused before it reaches the GPU.
@@ -80,7 +80,7 @@ def _ld_rule(*pairs):
 
 
 def _call(name, sizes, description, lds):
-    calls = "course.lessons.ch10_calls"
+    calls = "drivers.cublas_calls"
     (_, (ar, ac, lda)), (_, (br, bc, ldb)), (ldc, nc) = lds
     # hidden sizes: grade_case takes any positive m, n, k and any leading dimensions that hold their rows
     # (make_case lays each operand out as rows x ld, the output as m x ldc), so hidden cases are drawn like

@@ -153,7 +153,7 @@ def kernel_driver(kernel, *, streams, chunks, block, n, seed):
 def call_driver(ex):
     """Library-call exercises on a CPU: the NumPy model of cublasSgemm in place of cuBLAS. A call whose
     ldc is the literal 4242 raises at the 33 x 65 case, as a CUDA error from cuBLAS would."""
-    from course.lessons import ch10_calls
+    from drivers import cublas_calls as ch10_calls
 
     def drive(name, call, sizes, seed):
         if call.get("ldc") == 4242 and sizes.get("m") == 33:

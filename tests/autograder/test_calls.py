@@ -112,7 +112,7 @@ def test_call_exercise_spec_is_validated():
     ex = get_exercise(CH, "sgemm_rowmajor")
     assert isinstance(ex, CallExercise)
     with pytest.raises(SpecError, match="driver"):
-        validate(dataclasses.replace(ex, driver="course.lessons.ch10_calls:nope"), Path(f"{CH}.py"))
+        validate(dataclasses.replace(ex, driver="drivers.cublas_calls:nope"), Path(f"{CH}.py"))
     with pytest.raises(SpecError, match="points"):
         validate(dataclasses.replace(ex, points=dataclasses.replace(ex.points, speed=2)), Path(f"{CH}.py"))
     with pytest.raises(SpecError, match="checker"):

@@ -136,7 +136,7 @@ def test_reference_call_passes_at_hidden_cases(chapter, name):
     """Does the reference cuBLAS call pass the grader's driver (on its NumPy model of cuBLAS) at hidden
     cases, whose leading dimensions are padded by arbitrary amounts?"""
     from autograder.launchcfg import parse_call_cell
-    from course.lessons.ch10_calls import grade_case
+    from drivers.cublas_calls import grade_case
     ex = get_exercise(chapter, name)
     call = parse_call_cell(reference_source(ex), ex.name)
     for seed in range(4):
@@ -330,7 +330,7 @@ for ch in chapters():
         counted += len(cases)
         if isinstance(ex, CallExercise):
             from autograder.launchcfg import parse_call_cell
-            from course.lessons.ch10_calls import grade_case
+            from drivers.cublas_calls import grade_case
             call = parse_call_cell(reference_source(ex), ex.name)
             for i, c in enumerate(cases):
                 r = grade_case(ex.name, call, c, i)

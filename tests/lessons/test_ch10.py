@@ -383,7 +383,7 @@ def test_cublas_calls_on_the_gpu(name):
     import_course()
     from autograder import get_exercise, grade_source
     from autograder.launchcfg import parse_call_cell
-    from course.lessons import ch10_calls
+    from course import calls
     ex = get_exercise(STEM, name)
     text = (REPO / "solutions" / STEM / ex.solution_file).read_text()
     r = grade_source(STEM, name, text)
@@ -393,13 +393,13 @@ def test_cublas_calls_on_the_gpu(name):
     sizes = ex.sizes[-1]
     import cupy
     for c in (call, wrong):
-        bufs, _, out_len = ch10_calls.make_case(name, sizes, seed=3)
+        bufs, _, out_len = calls.make_case(name, sizes, seed=3)
         outs = {}
         for backend, xp in (("numpy", np), ("cupy", cupy)):
             d = {nm: xp.array(b) for nm, b in bufs.items()}
             out = xp.full(out_len, np.nan, dtype=np.float32)
             try:
-                ch10_calls.sgemm_call(name, c, d, out, sizes)
+                calls.sgemm_call(name, c, d, out, sizes)
             except ValueError as exc:
                 outs[backend] = str(exc)
                 continue

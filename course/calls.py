@@ -1,4 +1,4 @@
-"""Chapter 10's graded cuBLAS calls: a student writes the arguments of ``cublasSgemm`` as data.
+"""A cuBLAS call written as data (chapter 10): a student writes the arguments of ``cublasSgemm`` as a dict.
 
 A call is a dict with cuBLAS's own parameter names::
 
@@ -7,9 +7,10 @@ A call is a dict with cuBLAS's own parameter names::
 
 ``transa``/``transb`` are "N" or "T"; ``A`` and ``B`` name the problem's row-major buffers; ``m``, ``n``,
 ``k`` and the leading dimensions are names of the problem's sizes (or plain ints). Nothing the student
-writes is executed: the dict is read as data, checked here without a GPU, and then `sgemm_call` makes the
-one cuBLAS call it describes. The grader's driver (`grade_case`) does the same on fresh inputs, with
-padded rows (leading dimensions larger than the row length) and poisoned outputs, in its own process.
+writes is executed: `parse_call_cell` reads the dict with ast, `check_call` checks it without a GPU, and
+`run_case` makes the one cuBLAS call it describes on fresh inputs with padded rows (leading dimensions
+larger than the row length) and a poisoned output. The `%%cublas` magic runs one small case; the grader's
+driver (`drivers.cublas_calls`) runs hidden ones in its own process.
 
 Problems (row-major, the way NumPy, CuPy and PyTorch store matrices; every row of a buffer is ``ld``
 elements apart, ``ld`` >= the row length):
@@ -20,11 +21,13 @@ elements apart, ``ld`` >= the row length):
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "TRY_SIZES", "FIELDS", "check_call", "resolve_call", "sgemm_call", "grade_case", "make_case"]
+__all__ = ["PROBLEMS", "TRY_SIZES", "FIELDS", "CallDataError", "parse_call_cell", "check_call", "resolve_call",
+           "sgemm_call", "run_case", "make_case"]
 
 FIELDS = ("transa", "transb", "m", "n", "k", "A", "lda", "B", "ldb", "ldc")
 _OPS = {"N": 0, "T": 1}  # CUBLAS_OP_N, CUBLAS_OP_T
@@ -69,6 +72,53 @@ def _problem(name: str) -> Problem:
     if name not in PROBLEMS:
         raise ValueError(f"unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
     return PROBLEMS[name]
+
+
+class CallDataError(ValueError):
+    """A call cell that is not a literal dict of the call's arguments; the message says what to write."""
+
+
+def _last_value(tree: ast.Module, names: set):
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Expr):
+            found = node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in names:
+            found = node.value
+    return found
+
+
+def parse_call_cell(source: str, exercise: str) -> dict:
+    """A call's arguments, read with ast (never run) from a ``%%cublas --name EXERCISE`` cell: a literal dict
+    of str keys and str or int values, bare or assigned to ``CALL``. Raises `CallDataError` saying what to
+    write."""
+    lines = (source or "").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    body = "\n".join(lines[1:] if lines and lines[0].lstrip().startswith("%%") else lines)
+    example = '{"transa": "N", "transb": "N", "m": "n", ...}'
+    if "YOUR CODE HERE" in body:
+        raise CallDataError(f"the {exercise} call is not filled in yet: replace the `// YOUR CODE HERE` line "
+                            "with the remaining arguments.")
+    try:
+        tree = ast.parse(body)
+    except SyntaxError as exc:
+        raise CallDataError(f"the {exercise} call is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
+                            f"write a dict such as {example}") from None
+    found = _last_value(tree, {"CALL", f"{exercise.upper()}_CALL"})
+    if found is None:
+        raise CallDataError(f"no call found for {exercise}: its cell should hold a dict such as {example}.")
+    try:
+        call = ast.literal_eval(found)
+    except ValueError:
+        raise CallDataError(f"the {exercise} call must be a literal dict of strings and ints (the grader reads "
+                            "it as data and runs none of it): no variables, calls or arithmetic.") from None
+    if not isinstance(call, dict) or not all(isinstance(k, str) and (isinstance(v, str) or type(v) is int)
+                                             for k, v in call.items()):
+        raise CallDataError((f"the {exercise} call should be a dict of strings and ints, such as {example}; "
+                             f"got {call!r}")[:400])
+    return {str(k): (str(v) if isinstance(v, str) else int(v)) for k, v in call.items()}
 
 
 def check_call(problem: str, call) -> str:
@@ -193,8 +243,8 @@ def sgemm_call(problem: str, call: dict, arrays: dict, out, sizes: dict | None =
         return
     import cupy
 
-    from course.cublas import _handle
-    cublas, h = _handle()
+    from .cublas import handle
+    cublas, h = handle()
     cublas.setStream(h, cupy.cuda.get_current_stream().ptr)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
     cublas.sgemm(h, _OPS[r["transa"]], _OPS[r["transb"]], r["m"], r["n"], r["k"], one.ctypes.data,
@@ -230,9 +280,7 @@ def _sizes_of(p: Problem, arrays: dict, out) -> dict:
     return {**dims, a_ld: a.shape[1], b_ld: b.shape[1], p.out_ld: out.shape[1]}
 
 
-# ---------------------------------------------------------------------------------------------
-# The grader's driver
-# ---------------------------------------------------------------------------------------------
+# --- one case: fresh inputs, padded rows, a poisoned output ---------------------------------------
 
 def make_case(problem: str, sizes: dict, seed: int) -> tuple:
     """Fresh inputs for one case: (flat input buffers by name, the matrices they hold, output length).
@@ -250,7 +298,7 @@ def make_case(problem: str, sizes: dict, seed: int) -> tuple:
     return bufs, mats, sizes["m"] * sizes[p.out_ld]
 
 
-def grade_case(problem: str, call: dict, sizes: dict, seed: int, *, backend: str = "cupy") -> dict:
+def run_case(problem: str, call: dict, sizes: dict, seed: int, *, backend: str = "cupy") -> dict:
     """Run the call once on fresh inputs and check everything: {"status": "passed"|"failed", "message"}.
 
     Checked: the m x n result against a float64 product (rtol 1e-4 plus 1e-5 x its largest value, as
