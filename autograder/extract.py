@@ -151,7 +151,7 @@ def cuda_cell_name(source) -> str | None:
             return a.split("=", 1)[1]
     if magic == "%%cublas":
         return None
-    from course._signature import parse_kernels
+    from course.source import parse_kernels
     names = list(parse_kernels(strip_magic(source)))
     return names[0] if names else None
 

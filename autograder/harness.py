@@ -35,7 +35,7 @@ def _max_clock_mhz():
         import cupy
         return cupy.cuda.runtime.deviceGetAttribute(_ATTR_CLOCK_RATE, cupy.cuda.Device().id) / 1000.0
     except Exception:
-        from course._nvml import sm_clock_mhz
+        from course import sm_clock_mhz
         clocks = sm_clock_mhz()
         return float(clocks[1]) if clocks else None
 

@@ -108,7 +108,7 @@ def _case_bytes(ex, sizes: dict) -> int:
 
 def case_problem(ex, sizes: dict, ctx: _Context | None = None) -> str:
     """'' if ``sizes`` is an allowed hidden case of ``ex``, else why not."""
-    from .loader import check_launch_result
+    from .spec import check_launch_result
     ctx = ctx or _Context(ex)
     if set(sizes) != set(ctx.names):
         return f"the case has the sizes {sorted(sizes)}, not {sorted(ctx.names)}"

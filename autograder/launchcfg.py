@@ -135,5 +135,5 @@ def check_pipeline_cfg(ex: Exercise, cfg: dict) -> str:
 
 def reference_launch(ex: Exercise) -> dict:
     """The reference kernel's launch data: its own ``// LAUNCH`` line if it has one, else the defaults."""
-    from .loader import reference_source
+    from .spec import reference_source
     return merge_launch(ex, launch_from_source(reference_source(ex)))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .spec import check_launch_result, reference_source  # noqa: F401  (re-exported)
 from .spec import (PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar,
                    SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 
@@ -138,33 +139,6 @@ def get_exercise(chapter: str, name: str) -> Exercise:
                     f"Its exercises: {', '.join(names)}")
 
 
-def reference_source(ex) -> str:
-    """The reference kernel (an `Exercise`) or the reference call cell (a `CallExercise`)."""
-    name = ex.solution_file if isinstance(ex, CallExercise) else ex.source_file
-    return (ROOT / "solutions" / ex.chapter / name).read_text()
-
-
-def _dims_ok(v) -> bool:
-    if isinstance(v, (int, np.integer)):
-        return int(v) >= 1
-    return isinstance(v, tuple) and 1 <= len(v) <= 3 and all(
-        isinstance(x, (int, np.integer)) and int(x) >= 1 for x in v)
-
-
-def check_launch_result(result) -> str:
-    """'' if ``result`` looks like (grid, block, shared_mem), else what is wrong with it."""
-    if not (isinstance(result, tuple) and len(result) == 3):
-        return f"should return (grid, block, shared_mem); got {result!r}"
-    grid, block, smem = result
-    if not _dims_ok(grid):
-        return f"grid should be a positive int or a tuple of 1 to 3 of them; got {grid!r}"
-    if not _dims_ok(block):
-        return f"block should be a positive int or a tuple of 1 to 3 of them; got {block!r}"
-    if not isinstance(smem, (int, np.integer)) or smem < 0:
-        return f"shared_mem should be a non-negative int; got {smem!r}"
-    return ""
-
-
 def _literal_case(ex: Exercise, case: dict) -> dict:
     return ex.resolve_sizes(case, _L2_FOR_VALIDATION)
 
@@ -223,7 +197,7 @@ def _validate_params(ex, where):
             if isinstance(p, Out) and not (p.fill == "poison" or isinstance(p.fill, (int, float))):
                 raise where.error("params", f"{p.name}: fill should be 'poison' or a number; got {p.fill!r}")
         else:
-            from course._signature import CTYPES
+            from course.source import CTYPES
             if p.ctype not in CTYPES:
                 raise where.error("params", f"{p.name}: unknown C type {p.ctype!r}."
                                   + did_you_mean(p.ctype, list(CTYPES)))

@@ -22,9 +22,7 @@ _SUBPROCESS_TIMEOUT_S = 1800
 def _cell_source(exercise: str) -> str | None:
     try:
         import course
-        sources = getattr(course, "cell_sources", None)
-        if sources is None:
-            from course._magic import cell_sources as sources
+        sources = course.cell_sources
     except Exception:
         return None
     return sources.get(exercise)

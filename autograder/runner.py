@@ -107,7 +107,7 @@ def _prepare(ex, source, launch, cases):
     except (MemoryError, RecursionError):
         return None, (Status.FAILED, "the LAUNCH data is too deeply nested to read; write a flat literal dict "
                                      "such as {\"block\": 256}")
-    from .loader import check_launch_result
+    from .spec import check_launch_result
     for case in cases:
         sizes = ex.resolve_sizes(case, 64 << 20)
         try:

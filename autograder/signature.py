@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from course._signature import strip_comments  # linear-time; the regex it replaces was quadratic
+from course.source import strip_comments  # linear-time; the regex it replaces was quadratic
 
 from .spec import Exercise, Scalar, _ctype_of, did_you_mean
 
@@ -22,7 +22,7 @@ __all__ = ["compare_signature", "check_constants"]
 
 def compare_signature(ex: Exercise, source: str) -> str:
     """'' when ``source`` defines ``ex.kernel`` with the expected parameters; else what differs."""
-    from course._signature import parse_kernels
+    from course.source import parse_kernels
     kernels = parse_kernels(source)
     want = f"extern \"C\" __global__ void {ex.kernel}({ex.signature()})"
     if ex.kernel not in kernels:

@@ -25,7 +25,7 @@ import site
 import sys
 import tempfile
 
-from course._signature import lexer, original_offset, strip_comments, unsplice
+from course.source import lexer, original_offset, strip_comments, unsplice
 
 __all__ = ["MAX_SOURCE_BYTES", "ALLOWED_HEADERS", "ALLOWED_FOLDERS", "check_source", "header_allowed",
            "strip_comments", "scrub_log"]
@@ -307,7 +307,7 @@ def _roots() -> tuple:
             return fn(*args)
         except Exception:
             return None
-    from course._headers import include_dirs
+    from course import include_dirs
     groups = (
         ("<home>", [call(os.path.expanduser, "~")]),
         ("<tmp>", [tempfile.tempdir, os.environ.get("TMPDIR"), "/tmp", "/var/tmp", "/dev/shm"]),

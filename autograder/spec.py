@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import operator
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -223,7 +224,7 @@ class Scalar:
 
     @property
     def np_dtype(self) -> np.dtype:
-        from course._signature import CTYPES
+        from course.source import CTYPES
         return np.dtype(CTYPES[self.ctype])
 
 
@@ -486,3 +487,35 @@ def _ctype_of(dt: np.dtype) -> str:
              "uint8": "unsigned char", "int8": "signed char", "int16": "short", "uint16": "unsigned short",
              "bool": "bool"}
     return names.get(np.dtype(dt).name, np.dtype(dt).name)
+
+
+# --- used by the loader, the launch checks and the hidden-case draw alike (kept here: no import cycles)
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def reference_source(ex) -> str:
+    """The reference kernel (an `Exercise`) or the reference call cell (a `CallExercise`)."""
+    name = ex.solution_file if isinstance(ex, CallExercise) else ex.source_file
+    return (_ROOT / "solutions" / ex.chapter / name).read_text()
+
+
+def _dims_ok(v) -> bool:
+    if isinstance(v, (int, np.integer)):
+        return int(v) >= 1
+    return isinstance(v, tuple) and 1 <= len(v) <= 3 and all(
+        isinstance(x, (int, np.integer)) and int(x) >= 1 for x in v)
+
+
+def check_launch_result(result) -> str:
+    """'' if ``result`` looks like (grid, block, shared_mem), else what is wrong with it."""
+    if not (isinstance(result, tuple) and len(result) == 3):
+        return f"should return (grid, block, shared_mem); got {result!r}"
+    grid, block, smem = result
+    if not _dims_ok(grid):
+        return f"grid should be a positive int or a tuple of 1 to 3 of them; got {grid!r}"
+    if not _dims_ok(block):
+        return f"block should be a positive int or a tuple of 1 to 3 of them; got {block!r}"
+    if not isinstance(smem, (int, np.integer)) or smem < 0:
+        return f"shared_mem should be a non-negative int; got {smem!r}"
+    return ""

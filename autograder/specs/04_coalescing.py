@@ -44,7 +44,7 @@ EXERCISES = [
         tolerance="exact",  # one float multiply, the same rounding everywhere
         points=Points(correctness=4, speed=6),
         # the column walk moves 32 sectors per request where 4 would do; a coalesced loop, even one
-        # float per thread, should clear 0.7 (tools/gpu_checks/ch04_06.sh grades both to confirm)
+        # float per thread, should clear 0.7 (tests/autograder/corpus/04_coalescing/row_scale/ holds both, graded on the GPU)
         speed_threshold=0.7,
         floor_bytes=lambda s: 8 * s["rows"] * s["cols"] + 4 * s["rows"],
         # hidden sizes around the block: 8 rows a block, 128 columns a block step (4 floats a lane, 32 apart)

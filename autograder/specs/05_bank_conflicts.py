@@ -37,7 +37,7 @@ EXERCISES = [
         tolerance="exact",  # a copy: every bit must arrive
         points=Points(correctness=4, speed=6),
         # between the conflicted tile (bounded by the shared-memory pipe) and a conflict-free one, which
-        # runs as fast as the reference; tools/gpu_checks/ch04_06.sh grades both to confirm the gap
+        # runs as fast as the reference; tests/autograder/corpus/05_bank_conflicts/transpose/ holds both, graded on the GPU
         speed_threshold=0.9,
         # timed square and large: at 8 x L2 rows by 1000 columns the conflicted 32x32 tile still reached
         # 0.92x of the reference on an H100 (passing); at 8192 x 8192 it runs at 0.62x of the padded tile

@@ -29,13 +29,14 @@ def test_corpus_covers_the_issue_list():
 @pytest.mark.parametrize("path", FILES, ids=case_id)
 def test_expect_line_and_compile_outcome(path):
     exp = parse_expect(path)
-    assert exp["status"] in ("passed", "slow", "flagged", "failed", "timed out", "crashed", "compile error")
+    assert exp.get("status", "passed") in ("passed", "slow", "flagged", "failed", "timed out", "crashed",
+                                           "compile error")
     ex = get_exercise(path.parent.parent.name, path.parent.name)
     source = path.read_text()
     # the grader's order: the source check before anything reads the source as C++, then the signature
     problem = check_source(source) or compare_signature(ex, source)
     if problem:
-        assert exp["status"] == "compile error", problem
+        assert exp.get("status") == "compile error", problem
         assert re.search(exp["reason~"], problem, re.S), problem
         return
     course = pytest.importorskip("course")
@@ -44,9 +45,9 @@ def test_expect_line_and_compile_outcome(path):
     except course.CompileError as exc:
         if "could not be loaded" in str(exc):
             pytest.skip("NVRTC is not installed here")
-        assert exp["status"] == "compile error", str(exc)
+        assert exp.get("status") == "compile error", str(exc)
         assert re.search(exp["reason~"], str(exc), re.S)
         return
     if "loaded" in exp.get("reason~", ""):
         return  # compiles; only loading the module on a GPU fails (e.g. a 1 TiB __device__ array)
-    assert exp["status"] != "compile error", f"{path.name} compiled, but its expect line says compile error"
+    assert exp.get("status") != "compile error", f"{path.name} compiled, but its expect line says compile error"

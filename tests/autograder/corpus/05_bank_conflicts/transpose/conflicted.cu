@@ -1,4 +1,5 @@
-// expect: correct    05_bank_conflicts/transpose: tile[32][32], 32-way conflicts on the column reads
+// expect: status=slow points=4 reason~="slower than needed"
+// Tile[32][32], 32-way conflicts on the column reads.
 extern "C" __global__ void transpose(const float* __restrict__ in, float* __restrict__ out, int rows, int cols)
 {
     __shared__ float tile[32][32];

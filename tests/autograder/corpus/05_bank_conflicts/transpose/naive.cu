@@ -1,4 +1,5 @@
-// expect: correct    05_bank_conflicts/transpose: no shared memory, 32-sector writes
+// expect: status=slow points=4 reason~="slower than needed"
+// No shared memory, 32-sector writes.
 extern "C" __global__ void transpose(const float* __restrict__ in, float* __restrict__ out, int rows, int cols)
 {
     const int c = blockIdx.x * 32 + threadIdx.x;

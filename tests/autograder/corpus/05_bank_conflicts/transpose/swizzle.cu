@@ -1,4 +1,5 @@
-// expect: full    05_bank_conflicts/transpose: XOR-swizzled tile, written the plain way
+// expect: status=passed points=10
+// XOR-swizzled tile, written the plain way.
 extern "C" __global__ void transpose(const float* __restrict__ in, float* __restrict__ out, int rows, int cols)
 {
     __shared__ float tile[32][32];

@@ -1,4 +1,5 @@
-// expect: full    04_coalescing/row_scale: the plain fix, one float per thread per step, x along the row
+// expect: status=passed points=10
+// The plain fix, one float per thread per step, x along the row.
 extern "C" __global__ void row_scale(const float* __restrict__ in, const float* __restrict__ scale,
                                      float* __restrict__ out, int rows, int cols)
 {

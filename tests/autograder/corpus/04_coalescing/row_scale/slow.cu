@@ -1,4 +1,5 @@
-// expect: correct    04_coalescing/row_scale: the exercise's column walk, right but below the threshold
+// expect: status=slow points=4 reason~="slower than needed"
+// The exercise's column walk, right but below the threshold.
 extern "C" __global__ void row_scale(const float* __restrict__ in, const float* __restrict__ scale,
                                      float* __restrict__ out, int rows, int cols)
 {

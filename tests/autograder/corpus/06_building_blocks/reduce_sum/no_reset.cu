@@ -1,4 +1,5 @@
-// expect: zero    06_building_blocks/reduce_sum: forgets to reset the counter, so the second run is wrong
+// expect: status=failed points=0
+// Forgets to reset the counter, so the second run is wrong.
 __device__ float g_partials[1024];
 __device__ unsigned int g_finished = 0;
 

@@ -1,4 +1,5 @@
-// expect: zero    06_building_blocks/reduce_sum: atomics into *out, which the grader fills with NaN
+// expect: status=failed points=0
+// Atomics into *out, which the grader fills with NaN.
 extern "C" __global__ void reduce_sum(const float* __restrict__ x, float* __restrict__ out, int n)
 {
     float s = 0.0f;

@@ -1,4 +1,5 @@
-// expect: info    06_building_blocks/reduce_sum: single-launch two stages with scalar loads (calibrates 0.8)
+// expect: status~="^(passed|slow)$"
+// Single-launch two stages with scalar loads (calibrates 0.8). Calibration: correct, and its speed ratio shows how close to the threshold a plain version lands.
 __device__ float g_partials[1024];
 __device__ unsigned int g_finished = 0;
 

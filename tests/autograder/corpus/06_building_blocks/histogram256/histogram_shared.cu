@@ -1,4 +1,5 @@
-// expect: info    06_building_blocks/histogram256: the lesson's plain privatized kernel (calibrates 0.8)
+// expect: status~="^(passed|slow)$"
+// The lesson's plain privatized kernel (calibrates 0.8). Calibration: correct, and its speed ratio shows how close to the threshold a plain version lands.
 extern "C" __global__ void histogram256(const int* __restrict__ data, unsigned int* __restrict__ hist, int n)
 {
     __shared__ unsigned int local[256];
