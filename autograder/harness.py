@@ -213,7 +213,7 @@ def correctness_step(ctx: Context, index: int) -> dict:
 
 # -- pipeline ----------------------------------------------------------------------------------
 
-PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as course.lessons.ch03.offset_process launches
+PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as drivers.pipeline launches (its MAX_GRID)
 SPAN_DIGITS = 4
 
 

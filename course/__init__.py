@@ -16,18 +16,18 @@ from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, 
 from ._headers import include_dirs, missing_headers
 from ._launch import Kernel, Module, compile, grid_2d, grid_for
 from ._magic import cell_sources, load_ipython_extension
-from ._nvml import sm_clock_mhz
+from ._nvml import pcie_link, sm_clock_mhz
 from ._preflight import preflight
 from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
-from . import cublas, ncu, plots, results, source, variants  # public submodules: no CUDA at import
+from . import access, cublas, gemm, ncu, plots, results, source, streams, variants  # public submodules: no CUDA at import
 
 __all__ = [
-    "BenchResult", "Ceilings", "CudaCell", "cublas", "ncu", "plots", "results", "source", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
+    "BenchResult", "Ceilings", "CudaCell", "access", "cublas", "gemm", "ncu", "plots", "results", "source", "streams", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "lesson_cell", "lesson_cells", "load_ipython_extension", "measure_ceilings",
-    "missing_headers", "no_gpu_message", "notebook_cells", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
+    "missing_headers", "no_gpu_message", "notebook_cells", "pcie_link", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
     "sass_of", "sm_clock_mhz", "solution_source", "supports",
 ]

@@ -76,7 +76,7 @@ class Comparison(list):
             if rates:
                 row[self.unit] = "" if r["rate"] is None else f"{r['rate']:.4g}"
             if anchored:
-                row["vs anchor"] = "" if r["of_anchor"] is None else f"{r['of_anchor']:.2f}x {r['anchor']}"
+                row["vs anchor"] = "" if r["of_anchor"] is None else f"{r['of_anchor']:.3g}x {r['anchor']}"
             if about:
                 row["what it changes"] = r["about"]
             out.append(row)
@@ -98,7 +98,7 @@ class Comparison(list):
         colors = ["0.6" if r.get("is_anchor") else "tab:blue" for r in self]
         ax.barh(range(len(self)), vals, color=colors)
         for i, r in enumerate(self):
-            label = f" {vals[i]:.3g}" + (f" ({r['of_anchor']:.2f}x {r['anchor']})" if r["of_anchor"] is not None
+            label = f" {vals[i]:.3g}" + (f" ({r['of_anchor']:.3g}x {r['anchor']})" if r["of_anchor"] is not None
                                          and not r.get("is_anchor") else "")
             ax.text(vals[i], i, label, va="center", fontsize=8)
         ax.set_yticks(range(len(self)), [r["name"] for r in self], fontsize=8)

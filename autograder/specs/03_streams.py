@@ -5,7 +5,7 @@ The grader checks the kernel on one chunk in the middle of the array: the output
 chunks whose copies are in flight on other streams.
 
 Overlap: the student's LAUNCH also names "streams" and "chunks". The grader-owned pipeline driver
-(course.lessons.ch03.pipeline_report: chunk c's H2D copy, kernel and D2H copy on stream c % streams, pinned
+(drivers.pipeline.pipeline_report on course.streams: chunk c's H2D copy, kernel and D2H copy on stream c % streams, pinned
 host buffers) runs the student's kernel over 256 MiB each way, checks the whole output against NumPy, and
 divides the pipeline's time by the same work without overlap (H2D + kernel + D2H of the whole array, each
 timed alone). The reference kernel goes through the same driver with its own LAUNCH (4 streams, 16 chunks).

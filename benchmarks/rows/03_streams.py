@@ -1,4 +1,8 @@
-"""Chapter 03 rows: the reference copy-compute-copy pipeline against its ideal bound; CUDA graphs."""
+"""Chapter 03 rows: the reference copy-compute-copy pipeline against its ideal bound; CUDA graphs.
+
+The pipeline is `course.streams` (the lesson's and the grader's); the graph row launches the notebook's
+``bump`` cell (course.lesson_cell).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,18 +48,16 @@ def _duplex_row(ctx, bufs, cupy):
 def rows(ctx) -> list:
     import cupy
     import course
+    import course.streams as pl
     from course.lessons import ch03
     k = course.compile(SOLUTION.read_text()).kernel("process_chunk")
-    grid_cap = course.device_info().sm_count * 8
+    process = pl.offset_process(k, block=BLOCK, max_grid=course.device_info().sm_count * 8)
 
-    def process(d_in, d_out, off, cnt, stream):
-        k(min(grid_cap, -(-cnt // BLOCK)), BLOCK, d_in, d_out, off, cnt, stream=stream)
-
-    bufs = ch03.PipelineBuffers(N, seed=21)
+    bufs = pl.PipelineBuffers(N, seed=21)
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
     x = bufs.h_in.astype(np.float64)
     want = (x * (x * x - 0.5)).astype(np.float32)
-    ch03.run_pipeline(process, bufs, n_streams=STREAMS, n_chunks=CHUNKS, streams=streams)
+    pl.run_pipeline(process, bufs, n_streams=STREAMS, n_chunks=CHUNKS, streams=streams)
     course.assert_close(bufs.h_out, want, name="pipeline output")
 
     # the PCIe rates drift between runs (seen: ideal bounds of 5.3 to 6.5 ms on one H100), so the pipeline
@@ -63,15 +65,15 @@ def rows(ctx) -> list:
     # The bound with the target is the one that includes the link: `both`, a chunk's H2D and D2H at once,
     # is as much a measured stage time as each alone, and on a host that is not fully duplex it is the
     # step no pipeline can beat. The engines-only bound (each copy alone) is recorded beside it.
-    chunk = ch03.chunk_bounds(N, CHUNKS)[0][1]
+    chunk = pl.chunk_bounds(N, CHUNKS)[0][1]
     totals, ideals, engine_ideals, stages = [], [], [], []
     for _ in range(7):
-        totals.append(ch03.run_pipeline(process, bufs, n_streams=STREAMS, n_chunks=CHUNKS, streams=streams))
-        st = ch03.stage_times(process, bufs, chunk, duplex=True)
+        totals.append(pl.run_pipeline(process, bufs, n_streams=STREAMS, n_chunks=CHUNKS, streams=streams))
+        st = pl.stage_times(process, bufs, chunk, duplex=True)
         stages.append(st)
-        ideals.append(ch03.ideal_pipeline_ms(st["h2d"], st["kernel"], st["d2h"], CHUNKS, both_ms=st["both"]))
-        engine_ideals.append(ch03.ideal_pipeline_ms(st["h2d"], st["kernel"], st["d2h"], CHUNKS))
-    serial = [ch03.run_pipeline(process, bufs, n_streams=1, n_chunks=CHUNKS, streams=streams)
+        ideals.append(pl.ideal_pipeline_ms(st["h2d"], st["kernel"], st["d2h"], CHUNKS, both_ms=st["both"]))
+        engine_ideals.append(pl.ideal_pipeline_ms(st["h2d"], st["kernel"], st["d2h"], CHUNKS))
+    serial = [pl.run_pipeline(process, bufs, n_streams=1, n_chunks=CHUNKS, streams=streams)
               for _ in range(3)]
     st = {k: float(np.median([x[k] for x in stages])) for k in ("h2d", "kernel", "d2h", "both")}
     ideal, engine_ideal = float(np.median(ideals)), float(np.median(engine_ideals))
@@ -94,8 +96,7 @@ def rows(ctx) -> list:
     cupy.get_default_memory_pool().free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
-    demo = course.compile(ch03.SPIN_SRC)
-    g = ch03.graph_vs_stream(demo.kernel("bump"), launches=2000)
+    g = ch03.graph_vs_stream(course.lesson_cell("03_streams", "bump").kernel("bump"), launches=2000)
     out.append(ctx.row("2000 tiny kernels: per-kernel time, stream launches", g["stream_us"], "us",
                        anchor="replayed CUDA graph", anchor_value=g["graph_us"], higher_is_better=False,
                        note=f"capture + instantiate {g['capture_ms']:.1f} ms once"))

@@ -2,7 +2,8 @@
 
 GB/s count the bytes the kernel needs (every element read once and written once), so a strided kernel
 that fetches 8 times more sectors shows up as 8 times less useful bandwidth. Every kernel is checked on
-fresh inputs at sizes that are not multiples of the block size before anything is timed.
+fresh inputs at sizes that are not multiples of the block size before anything is timed. The lesson's
+kernels come from the chapter's %%cuda cells, the slow row_scale from the exercise notebook's.
 """
 from __future__ import annotations
 
@@ -11,24 +12,15 @@ from pathlib import Path
 N = 1 << 28                  # 1 GiB per array, far past L2
 STRIDE_M = 1 << 24           # elements touched by the strided kernel at every stride
 ROWS, COLS = 16384, 4099     # the graded row_scale at a non-multiple-of-32 width (256 MiB per matrix)
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "04_coalescing"
+STEM = "04_coalescing"
+REPO = Path(__file__).resolve().parents[2]
+SOLUTIONS = REPO / "solutions" / STEM
+EXERCISE = REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb"
 
 
 def _row_scale_launch(rows, cols):
     """The grader's geometry for row_scale (autograder/specs/04_coalescing.py)."""
     return (min(-(-cols // 128), 32), min(-(-rows // 8), 4096)), (32, 8)
-
-
-SLOW_ROW_SCALE = r'''
-extern "C" __global__ void row_scale_slow(const float* __restrict__ in, const float* __restrict__ scale,
-                                          float* __restrict__ out, int rows, int cols)
-{
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
-        for (int c = blockIdx.y * blockDim.y + threadIdx.y; c < cols; c += gridDim.y * blockDim.y)
-            out[(long long)r * cols + c] = in[(long long)r * cols + c] * scale[r];
-}
-'''
-"""The exercise notebook's slow kernel: x walks the rows, so each warp reads down a column."""
 
 
 def _check_scales(cupy, course, m):
@@ -56,8 +48,8 @@ def _check_row_scale(cupy, k):
         assert bool((out == m * s[:, None]).all()), f"{k.name} wrong at {rows} x {cols}"
 
 
-def _scale_rows(ctx, cupy, course, ch04) -> list:
-    m = course.compile(ch04.SCALE_SRC)
+def _scale_rows(ctx, cupy, course) -> list:
+    m = course.lesson_cell(STEM, "scale_scalar").compile()
     _check_scales(cupy, course, m)
     x = cupy.random.default_rng(43).random(N, dtype=cupy.float32)
     y = cupy.empty_like(x)
@@ -73,9 +65,10 @@ def _scale_rows(ctx, cupy, course, ch04) -> list:
                     note="4 bytes in flight per thread; compare the float4 row")]
 
 
-def _stride_rows(ctx, cupy, course, ch04) -> list:
+def _stride_rows(ctx, cupy, course) -> list:
     """The stride-32 collapse: the same 2^24 elements touched at stride 1 and 32 (and shifted by one)."""
-    k = course.compile(ch04.STRIDED_SRC).kernel("scale_strided")
+    from course.access import warp_access
+    k = course.lesson_cell(STEM, "scale_strided").kernel()
     xs = cupy.random.default_rng(44).random(32 * STRIDE_M + 32, dtype=cupy.float32)
     ys = cupy.zeros_like(xs)
     useful = {}
@@ -88,7 +81,7 @@ def _stride_rows(ctx, cupy, course, ch04) -> list:
         assert bool((ys[idx] == 2.0 * xs[idx]).all()), f"scale_strided wrong at stride {stride}"
         useful[stride, offset] = ctx.benchmark(launch, name=f"stride {stride}").gbps(8 * STRIDE_M)
     factor = useful[1, 0] / useful[32, 0]
-    model = ch04.warp_access(lambda i: 32 * i).sectors_per_request / ch04.warp_access(lambda i: i).sectors_per_request
+    model = warp_access(lambda i: 32 * i).sectors_per_request / warp_access(lambda i: i).sectors_per_request
     return [ctx.row("stride-32 scale, useful GB/s (2^24 elements)", useful[32, 0], "GB/s",
                     anchor="stride-1 scale, same elements", anchor_value=useful[1, 0], target=0.25,
                     higher_is_better=False,
@@ -102,7 +95,8 @@ def _stride_rows(ctx, cupy, course, ch04) -> list:
 def _row_scale_rows(ctx, cupy, course) -> list:
     """The graded exercise: the reference against the copy ceiling, the slow kernel against the reference."""
     ref = course.compile((SOLUTIONS / "row_scale.cu").read_text()).kernel("row_scale")
-    slow = course.compile(SLOW_ROW_SCALE).kernel("row_scale_slow")
+    # the exercise notebook's starting kernel: x walks the rows, so each warp reads down a column
+    slow = course.notebook_cells(EXERCISE)["row_scale_slow"].kernel()
     _check_row_scale(cupy, ref)
     _check_row_scale(cupy, slow)
     rng = cupy.random.default_rng(45)
@@ -121,9 +115,9 @@ def _row_scale_rows(ctx, cupy, course) -> list:
                     higher_is_better=False, note="must stay well under the grader's 0.7 threshold")]
 
 
-def _walk_rows(ctx, cupy, course, ch04) -> list:
+def _walk_rows(ctx, cupy, course) -> list:
     """Row sums: a thread per row (uncoalesced) against a warp per row."""
-    w = course.compile(ch04.WALK_SRC)
+    w = course.lesson_cell(STEM, "row_sum_thread").compile()
     rows_, cols_ = 1 << 18, 256
     mm = cupy.random.default_rng(46).random((rows_, cols_), dtype=cupy.float32)
     sums = cupy.empty(rows_, dtype=cupy.float32)
@@ -145,11 +139,9 @@ def _walk_rows(ctx, cupy, course, ch04) -> list:
 def rows(ctx) -> list:
     import cupy
     import course
-    from course.lessons import ch04
     out = []
     # one function per section: its arrays are freed when it returns
-    for section in (lambda: _scale_rows(ctx, cupy, course, ch04), lambda: _stride_rows(ctx, cupy, course, ch04),
-                    lambda: _row_scale_rows(ctx, cupy, course), lambda: _walk_rows(ctx, cupy, course, ch04)):
-        out += section()
+    for section in (_scale_rows, _stride_rows, _row_scale_rows, _walk_rows):
+        out += section(ctx, cupy, course)
         cupy.get_default_memory_pool().free_all_blocks()
     return out

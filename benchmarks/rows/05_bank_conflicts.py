@@ -2,7 +2,8 @@
 and strided shared-memory reads at stride 1 against 32.
 
 Transpose GB/s count one read and one write of every element. Each kernel is checked exactly at shapes
-that are not multiples of 32 before anything is timed.
+that are not multiples of 32 before anything is timed. The lesson's kernels come from the chapter's %%cuda
+cells.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 SIDE = 8192                          # 256 MiB per matrix
 ODD = (12289, 8191)                  # rows, cols: non-square, neither a multiple of 32 (384 MiB)
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "05_bank_conflicts"
+STEM = "05_bank_conflicts"
+SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / STEM
 
 
 def _check(cupy, k):
@@ -55,8 +57,9 @@ def _odd_rows(ctx, cupy, ref) -> list:
                     note="partial tiles on both edges; rows not 128-byte aligned")]
 
 
-def _smem_rows(ctx, ch05) -> list:
-    run = ch05.smem_runner()
+def _smem_rows(ctx, course, ch05) -> list:
+    cell = course.lesson_cell(STEM, "smem_stride_4").compile()
+    run = ch05.smem_runner({w: cell.kernel(f"smem_stride_{w}") for w in ch05.SMEM_WIDTHS})
     g1, g32 = run(1, 4), run(32, 4)
     return [ctx.row("shared-memory reads at stride 32 (4-byte words)", g32, "GB/s",
                     anchor="stride 1", anchor_value=g1, target=1 / 4, higher_is_better=False,
@@ -69,14 +72,16 @@ def rows(ctx) -> list:
     import cupy
     import course
     from course.lessons import ch05
-    kernels = {name: course.compile(src).kernel(name) for name, src in ch05.TRANSPOSES.items()}
+    tiled = course.lesson_cell(STEM, "transpose_smem").compile()
+    kernels = {"transpose_naive": course.lesson_cell(STEM, "transpose_naive").kernel(),
+               **{name: tiled.kernel(name) for name in ("transpose_smem", "transpose_pad", "transpose_swizzle")}}
     kernels["transpose (graded reference)"] = course.compile((SOLUTIONS / "transpose.cu").read_text()).kernel("transpose")
     for k in kernels.values():
         _check(cupy, k)
     out = []
     for section in (lambda: _square_rows(ctx, cupy, course, ch05, kernels),
                     lambda: _odd_rows(ctx, cupy, kernels["transpose (graded reference)"]),
-                    lambda: _smem_rows(ctx, ch05)):
+                    lambda: _smem_rows(ctx, course, ch05)):
         out += section()
         cupy.get_default_memory_pool().free_all_blocks()
     return out

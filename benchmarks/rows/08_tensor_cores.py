@@ -1,30 +1,29 @@
 """Chapter 08 rows: the mma.sync reference feature by feature, its ceiling, and the simpler kernels.
 
-Every kernel is checked at an odd shape before it is timed; cuBLAS BF16 (bf16 out) is timed in the same
-run. The reference with everything on is the target row (0.60 x cuBLAS BF16); the mma.sync peak row
-(tensor pipe with no memory traffic) is the ceiling that an mma.sync kernel cannot pass on this GPU.
+The ablation is the chapter's own comparison, course.lessons.ch08.compare_ablation: every variant checked
+at an odd shape before anything is timed, cuBLAS BF16 (bf16 out) timed in the same run. The reference with
+everything on is the target row (0.60 x cuBLAS BF16); the mma.sync peak row (the notebook's mma_peak cell:
+the tensor pipe with no memory traffic) is the ceiling that an mma.sync kernel cannot pass on this GPU.
 """
 from __future__ import annotations
-
-from pathlib import Path
-
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "08_tensor_cores"
 
 
 def rows(ctx) -> list:
     import course
-    from course.lessons import ch07, ch08
+    from course.lessons import ch08
     size = ch08.SIZE
     flops = course.gemm.gemm_flops(size, size, size)
-    ablation = ch08.measure_ablation(size)
-    base = ablation[0]["cublas_tflops"]
-    anchor = "cuBLAS BF16 4096^3 (bf16 out), same run"
+    table = ch08.compare_ablation(size, verbose=False, progress=False)
+    if not table:
+        raise RuntimeError("the ablation needs solutions/08_tensor_cores and an sm_80 or newer GPU")
+    cublas = next(r for r in table if r["is_anchor"])
+    base, anchor = cublas["rate"], f"{cublas['name']}, same run"
     out = []
-    for i, r in enumerate(ablation):
-        out.append(ctx.row(f"mma_gemm: {r['variant']}", r["tflops"], "TFLOP/s", anchor=anchor, anchor_value=base,
+    for i, r in enumerate(r for r in table if not r["is_anchor"]):
+        out.append(ctx.row(r["name"], r["rate"], "TFLOP/s", anchor=anchor, anchor_value=base,
                            target=0.60 if i == 0 else None,
                            note="mma.sync m16n8k16 + ldmatrix + 4-stage cp.async, 256 x 128 tiles: solutions/08"
-                           if i == 0 else "one feature of the reference changed"))
+                           if i == 0 else f"one feature of the reference changed: {r['about']}"))
     peak = ch08.mma_peak()
     out.append(ctx.row("mma.sync peak: m16n8k16 with no memory traffic (ceiling of any mma.sync kernel)", peak,
                        "TFLOP/s", anchor=anchor, anchor_value=base,
@@ -37,7 +36,7 @@ def rows(ctx) -> list:
     graded = {}
     for name in ("wmma_gemm", "mma_gemm"):
         ex = get_exercise("08_tensor_cores", name)
-        graded[name] = (ex, course.compile((SOLUTIONS / ex.source_file).read_text()).kernel(ex.kernel))
+        graded[name] = (ex, course.compile(course.solution_source("08_tensor_cores", ex.source_file)).kernel(ex.kernel))
 
     def launcher(name, a, b, c):
         if name == "simple":
@@ -52,7 +51,8 @@ def rows(ctx) -> list:
         sa, sb, sc = course.gemm.make_inputs(*shape, "bf16", seed=8, out="float32")
         launcher(name, sa, sb, sc)()
         res = course.gemm.check_gemm(sc, sa, sb, "bf16", name=name)
-        assert res, f"{name} wrong at {shape}: {res.message}"
+        if not res:
+            raise course.CheckError(f"{name} wrong at {shape}: {res.message}")
     a, b, c32 = course.gemm.make_inputs(size, size, size, "bf16", seed=7, out="float32")
     runs = {k: launcher(name, a, b, c32) for k, name in (("simple", "simple"), ("wmma", "wmma_gemm"),
                                                           ("graded", "mma_gemm"))}

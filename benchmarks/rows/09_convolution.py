@@ -3,15 +3,14 @@
 F = 2^23 outputs, G = 512 taps, 2 F G FLOPs per call. cuBLAS SGEMM's TFLOP/s (measured in this run's
 ceilings) is the practical FP32 FMA ceiling. Every kernel is checked against a float64 reference (a sample
 of outputs at F, every output at odd sizes) before anything is timed. CuPy's correlate is reported in
-"equivalent" TFLOP/s (2 F G over its time), whatever algorithm it picks.
+"equivalent" TFLOP/s (2 F G over its time), whatever algorithm it picks. The lesson's kernels are the
+notebook's %%cuda cells (course.lesson_cell), the graded references solutions/09_convolution/*.cu.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
+STEM = "09_convolution"
 F = 1 << 23
 G = 512
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "09_convolution"
 ODD = (1, 1009, 2047, 100_003)
 
 
@@ -33,9 +32,9 @@ def rows(ctx) -> list:
     import cupy
     import course
     from course.lessons import ch09
-    blocked = course.compile((SOLUTIONS / "conv_blocked.cu").read_text()).kernel("conv_blocked")
-    const = course.compile((SOLUTIONS / "conv_const.cu").read_text()).kernel("conv_const")
-    lesson = ch09.Lesson()
+    blocked = course.compile(course.solution_source(STEM, "conv_blocked")).kernel("conv_blocked")
+    const = course.compile(course.solution_source(STEM, "conv_const")).kernel("conv_const")
+    lesson = ch09.Lesson(G)        # the notebook's conv_naive, conv_cmem and conv_reg cells, compiled
 
     # correctness first, at sizes with partial blocks, every output checked
     for n in ODD:

@@ -1,38 +1,21 @@
-"""Chapter 02 (memory transfer): host buffers of each kind, transfer sweeps, managed and mapped memory.
+"""Chapter 02 (memory transfer): host buffers of each kind (pageable, pinned, managed, mapped), transfer
+sweeps and the latency-bandwidth fit, and the zero-copy plot.
 
-The four ways host data reaches a kernel, as CuPy spells them:
-
-========== ============================================== =========================================
-kind       allocation                                     how the GPU gets the bytes
-========== ============================================== =========================================
-pageable   ``numpy.empty``                                the driver stages through its own pinned
-                                                          buffer, chunk by chunk
-pinned     ``cupyx.empty_pinned``                         DMA straight from the page-locked buffer
-managed    ``cupy.cuda.malloc_managed``                   pages migrate on first touch (or prefetch)
-mapped     pinned + ``cudaHostAllocMapped``               the kernel reads host memory over the link
-========== ============================================== =========================================
+The notebook's table says how each kind reaches the GPU; its ``scale_copy`` cell is the chapter's
+kernel, and the demonstrations that run it (managed first touch, zero-copy against copy-once) are in the
+notebook's cells, built on the allocators here. Nothing here touches CUDA at import time.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from course import FeatureUnavailable, benchmark
+
 __all__ = [
     "TRANSFER_SIZES", "KINDS", "DIRECTIONS", "link_rate", "HostBuffers", "transfer_fn", "time_transfer",
-    "transfer_sweep", "plot_transfer_sweep", "host_array", "managed_empty", "mapped_empty", "prefetch",
-    "fmt_bytes", "transfer_runner", "rows_from_sweep", "SCALE_SRC", "pcie_theoretical",
-    "fit_latency_bandwidth", "managed_timings", "zero_copy_vs_copy", "plot_zero_copy",
+    "plot_transfer_sweep", "host_array", "managed_empty", "mapped_empty", "prefetch", "fmt_bytes",
+    "transfer_runner", "rows_from_sweep", "pcie_theoretical", "fit_latency_bandwidth", "plot_zero_copy",
 ]
-
-SCALE_SRC = r'''extern "C" __global__ void scale_copy(const float* __restrict__ src, float* __restrict__ dst,
-                                   float a, long long n)
-{
-    // grid-stride with 64-bit indices: the arrays of this chapter reach 2^28 elements and beyond
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        dst[i] = a * src[i];
-}
-'''
-"""The chapter's streaming kernel: reads each input element once (benchmarked through mapped and managed memory)."""
 
 # GB/s per lane after line coding: gen1-2 use 8b/10b, gen3-5 128b/130b
 _PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8,
@@ -88,10 +71,10 @@ def link_rate() -> dict | None:
     Returns None without a GPU or NVML. The generation and width are the maximum the link trains
     to; an idle link reports a lower current generation to save power.
     """
-    from .._env import gpu_available
+    from course import gpu_available
     if not gpu_available():
         return None
-    from .._nvml import pcie_link
+    from .. import pcie_link
     got = pcie_link()
     if not got:
         return None
@@ -165,7 +148,6 @@ def prefetch(dev_array, to: str = "device", stream=None) -> None:
     name the CPU as the destination. Touching the pages from the host migrates them back instead.
     """
     import cupy
-    from .._errors import FeatureUnavailable
     if to not in ("device", "host"):
         raise ValueError(f"`to` should be 'device' or 'host'; got {to!r}")
     stream = stream or cupy.cuda.get_current_stream()
@@ -174,12 +156,7 @@ def prefetch(dev_array, to: str = "device", stream=None) -> None:
             "Prefetching managed memory to the CPU is not available through this CuPy build (CUDA 13 "
             "changed cudaMemPrefetchAsync to take a cudaMemLocation). Let the host's first touch "
             "migrate the pages, or copy the data out explicitly.")
-    ptr, nbytes = dev_array.data.ptr, dev_array.nbytes
-    mem = dev_array.data.mem
-    if hasattr(mem, "prefetch"):
-        mem.prefetch(stream, device_id=cupy.cuda.Device().id)
-    else:
-        cupy.cuda.runtime.memPrefetchAsync(ptr, nbytes, cupy.cuda.Device().id, stream.ptr)
+    dev_array.data.mem.prefetch(stream, device_id=cupy.cuda.Device().id)  # a cupy.cuda.ManagedMemory
 
 
 # --- transfer timing -------------------------------------------------------------------------------
@@ -225,29 +202,8 @@ def transfer_fn(bufs: HostBuffers, kind: str, direction: str, nbytes: int):
 
 def time_transfer(bufs: HostBuffers, kind: str, direction: str, nbytes: int, *, budget_s: float = 1.0):
     """`course.BenchResult` of one copy of ``nbytes`` (no L2 flush: the copy engines bypass it anyway)."""
-    from .._timing import benchmark
     return benchmark(transfer_fn(bufs, kind, direction, nbytes), flush_l2=False, budget_s=budget_s,
                      min_samples=5 if nbytes >= 1 << 28 else 10, name=f"{kind} {direction} {fmt_bytes(nbytes)}")
-
-
-def transfer_sweep(sizes=TRANSFER_SIZES, kinds=KINDS, directions=DIRECTIONS, *, budget_s: float = 1.0) -> list:
-    """Measure every (kind, direction, size); return rows {kind, direction, bytes, gbps, median_ms}."""
-    import cupy
-    sizes = sorted(int(s) for s in sizes)
-    bufs = HostBuffers(sizes[-1])
-    rows = []
-    try:
-        for kind in kinds:
-            for direction in directions:
-                for n in sizes:
-                    r = time_transfer(bufs, kind, direction, n, budget_s=budget_s)
-                    rows.append({"kind": kind, "direction": direction, "bytes": n, "gbps": r.gbps(n),
-                                 "median_ms": r.median_ms})
-    finally:
-        del bufs
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
-    return rows
 
 
 def plot_transfer_sweep(rows, *, link: dict | None = None, ax=None, title=None):
@@ -255,7 +211,7 @@ def plot_transfer_sweep(rows, *, link: dict | None = None, ax=None, title=None):
 
     Returns the axes, or None (with a sentence) when ``rows`` is empty.
     """
-    from ..plots import bandwidth_curve
+    from course.plots import bandwidth_curve
     rows = list(rows)
     if not rows:
         print("[no GPU] No measured or recorded transfers to draw; on a GPU this cell measures them.")
@@ -298,81 +254,6 @@ def rows_from_sweep(sweep) -> list:
                 v = sweep.measure(bytes=n, kind=k, direction=d)
                 if v is not None:
                     rows.append({"kind": k, "direction": d, "bytes": int(n), "gbps": v})
-    return rows
-
-
-def _event_ms(fn, stream) -> float:
-    import cupy
-    a, b = cupy.cuda.Event(), cupy.cuda.Event()
-    a.record(stream)
-    fn()
-    b.record(stream)
-    b.synchronize()
-    return cupy.cuda.get_elapsed_time(a, b)
-
-
-def managed_timings(kernel, n: int = 1 << 26) -> dict:
-    """Run ``kernel`` (`SCALE_SRC`'s ``scale_copy``) over ``n`` floats of managed memory in four states.
-
-    Returns milliseconds of one kernel run for: ``first touch`` (pages written by the host, migrated on
-    the GPU's page faults), ``resident`` (the same pages, now on the GPU), ``prefetched`` (written by the
-    host again, then moved with one prefetch; the prefetch's own time is ``prefetch``) and ``device``
-    (ordinary device memory).
-    """
-    import cupy
-    from .._env import device_info
-    s = cupy.cuda.get_current_stream()
-    grid = device_info().sm_count * 8
-    dev, host = managed_empty(n, np.float32)
-    y = cupy.empty(n, dtype=cupy.float32)
-    out = {}
-    kernel(1, 32, y, y, 1.0, 1)  # load the module before timing anything
-    host[:] = 1.0
-    s.synchronize()
-    out["first touch"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
-    out["resident"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
-    host[:] = 1.0  # the host's writes pull every page back to the CPU
-    s.synchronize()
-    out["prefetch"] = _event_ms(lambda: prefetch(dev, "device", s), s)
-    out["prefetched"] = _event_ms(lambda: kernel(grid, 256, dev, y, 2.0, n, stream=s), s)
-    plain = cupy.ones(n, dtype=cupy.float32)
-    out["device"] = _event_ms(lambda: kernel(grid, 256, plain, y, 2.0, n, stream=s), s)
-    if not bool((y == 2.0).all()):
-        raise AssertionError("scale_copy over managed memory produced wrong values")
-    return out
-
-
-def zero_copy_vs_copy(kernel, n: int = 1 << 26, reuses=(1, 2, 4, 8)) -> list:
-    """Milliseconds to run ``kernel`` ``R`` times over ``n`` host floats, two ways, for each R in ``reuses``.
-
-    ``zero_copy``: the kernel reads mapped pinned memory every time. ``copy``: one pinned H2D copy,
-    then R kernel runs on device memory. Rows: {reuses, zero_copy_ms, copy_ms}; outputs are checked.
-    """
-    import cupy
-    from cupy.cuda import runtime
-    from .._env import device_info
-    s = cupy.cuda.get_current_stream()
-    grid = device_info().sm_count * 8
-    host, mapped = mapped_empty(n, np.float32)
-    host[:] = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    dev = cupy.empty(n, dtype=cupy.float32)
-    y = cupy.empty(n, dtype=cupy.float32)
-    kernel(grid, 256, mapped, y, 3.0, n, stream=s)  # warm-up, and a correctness check
-    s.synchronize()
-    if not np.array_equal(y.get(), np.float32(3.0) * host):
-        raise AssertionError("scale_copy read wrong values through the mapped pointer")
-    rows = []
-    for r in reuses:
-        def zc():
-            for _ in range(r):
-                kernel(grid, 256, mapped, y, 3.0, n, stream=s)
-
-        def cp():
-            runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, 4 * n, runtime.memcpyHostToDevice, s.ptr)
-            for _ in range(r):
-                kernel(grid, 256, dev, y, 3.0, n, stream=s)
-        rows.append({"reuses": r, "zero_copy_ms": min(_event_ms(zc, s) for _ in range(3)),
-                     "copy_ms": min(_event_ms(cp, s) for _ in range(3))})
     return rows
 
 

@@ -1,117 +1,27 @@
-"""Chapter 09 (convolution case study): the lesson's kernels, their launches, checks and the block sweep.
+"""Chapter 09 (convolution case study): counts, inputs, a sampled check, the lesson's launches and the block sweep.
 
 The chapter computes ``y[i] = sum_{j<G} x[i+j] * w[j]`` for ``i < F`` (a correlation, which is what
 signal-processing and deep-learning code call a convolution), with ``x`` zero-padded to ``F + G - 1``
-floats so no thread needs a bounds test inside the tap loop. The kernel sources below are the text of
-the notebook's ``%%cuda`` cells (a test keeps them equal). Nothing here touches CUDA at import time.
+floats so no thread needs a bounds test inside the tap loop. The kernels live in the notebook's
+``%%cuda`` cells (``conv_naive``, ``conv_cmem``, ``conv_reg``); what needs them here takes them compiled
+or reads the cell with `course.lesson_cell`. The float64 reference is the grader's
+(autograder/specs/09_convolution.py). Nothing here touches CUDA at import time.
 """
 from __future__ import annotations
 
 import numpy as np
 
 __all__ = [
-    "F", "TAPS", "MAX_TAPS", "NAIVE_SRC", "CONST_SRC", "REG_SRC", "SLOW_BLOCKED_SRC", "REG_OUTPUTS", "REG_BLOCK",
-    "flops", "min_bytes", "intensity", "correlate64", "sample_check", "emulate_blocked", "make_inputs",
-    "Lesson", "blocks_sweep", "cupy_convolve",
+    "CHAPTER", "F", "TAPS", "MAX_TAPS", "REG_OUTPUTS", "REG_BLOCK", "flops", "min_bytes", "intensity",
+    "sample_check", "make_inputs", "Lesson", "blocks_sweep", "cupy_convolve",
 ]
 
+CHAPTER = "09_convolution"
 F = 1 << 23          # outputs
 TAPS = 512           # filter taps (G)
-MAX_TAPS = 4096      # the __constant__ array of CONST_SRC: 16 KiB of the 64 KiB constant space
-REG_OUTPUTS = 16     # outputs per thread in REG_SRC (its R)
-REG_BLOCK = 256      # threads per block in REG_SRC (its __launch_bounds__)
-
-NAIVE_SRC = r'''
-// One output per loop trip; grid-stride, so the same kernel runs as one thread, one block or the GPU.
-extern "C" __global__ void conv_naive(const float* x, const float* w, float* y, int n, int g)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        float acc = 0.0f;
-        for (int j = 0; j < g; ++j)
-            acc += x[i + j] * w[j];      // x is padded to n + g - 1: no test needed
-        y[i] = acc;
-    }
-}
-'''.strip("\n")
-
-CONST_SRC = r'''
-// The taps in __constant__ memory: every lane reads c_w[j] at the same j, one broadcast per warp.
-#define MAX_TAPS 4096
-__constant__ float c_w[MAX_TAPS];
-
-extern "C" __global__ void conv_cmem(const float* __restrict__ x, float* __restrict__ y, int n, int g)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0.0f;
-    for (int j = 0; j < g; ++j)
-        acc = fmaf(x[i + j], c_w[j], acc);
-    y[i] = acc;
-}
-'''.strip("\n")
-
-REG_SRC = r'''
-// R consecutive outputs per thread; the R x values they need at tap j sit in registers a[0..R-1]
-// and slide by one per tap, so each tap costs one load of x, one of w, and R FMAs.
-#ifndef TAPS
-#define TAPS 512            // compile-time tap count: the loops unroll and a[] stays in registers
-#endif
-#ifndef R
-#define R 16
-#endif
-#define BLOCK 256
-__constant__ float c_taps[TAPS];
-
-extern "C" __global__ void __launch_bounds__(BLOCK)
-conv_reg(const float* __restrict__ x, float* __restrict__ y, int n)
-{
-    const int i0 = (blockIdx.x * BLOCK + threadIdx.x) * R;
-    if (i0 >= n) return;
-    if (i0 + R > n) {                         // the last thread: fewer than R outputs, plain loops
-        for (int i = i0; i < n; ++i) {
-            float acc = 0.0f;
-            for (int j = 0; j < TAPS; ++j) acc = fmaf(x[i + j], c_taps[j], acc);
-            y[i] = acc;
-        }
-        return;
-    }
-    float a[R], acc[R];
-    #pragma unroll
-    for (int r = 0; r < R; ++r) { a[r] = x[i0 + r]; acc[r] = 0.0f; }
-    for (int j0 = 0; j0 < TAPS; j0 += R) {
-        #pragma unroll
-        for (int k = 0; k < R; ++k) {         // R taps per trip: after unrolling, the slide is renaming
-            const float wj = c_taps[j0 + k];
-            #pragma unroll
-            for (int r = 0; r < R; ++r) acc[r] = fmaf(a[r], wj, acc[r]);    // a[r] = x[i0 + r + j]
-            #pragma unroll
-            for (int r = 0; r + 1 < R; ++r) a[r] = a[r + 1];
-            if (j0 + k + 1 < TAPS) a[R - 1] = x[i0 + R + j0 + k];            // next tap's newest value
-        }
-    }
-    #pragma unroll
-    for (int r = 0; r < R; ++r) y[i0 + r] = acc[r];
-}
-'''.strip("\n")
-
-
-SLOW_BLOCKED_SRC = r"""
-// Correct but slow, in the grader's geometry for conv_blocked (blocks of 128 threads, 2,048 outputs each):
-// each thread takes outputs out0 + t, out0 + t + 128, ... one at a time, one load of x and of w per FMA.
-extern "C" __global__ void conv_blocked_slow(const float* __restrict__ x, const float* __restrict__ w,
-                                             float* __restrict__ y, int n)
-{
-    const int out0 = blockIdx.x * 2048;
-    const int end = min(out0 + 2048, n);
-    for (int i = out0 + threadIdx.x; i < end; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int j = 0; j < 512; ++j)
-            acc = fmaf(x[i + j], w[j], acc);
-        y[i] = acc;
-    }
-}
-""".strip("\n")
-"""The exercise notebook's starting point for conv_blocked: correct, one output per loop trip."""
+MAX_TAPS = 4096      # conv_cmem's __constant__ c_w[MAX_TAPS]: 16 KiB of the 64 KiB constant space
+REG_OUTPUTS = 16     # outputs per thread of conv_reg (its R)
+REG_BLOCK = 256      # threads per block of conv_reg (its BLOCK, in __launch_bounds__)
 
 # --- counting (CPU) ------------------------------------------------------------------------------
 
@@ -128,35 +38,6 @@ def min_bytes(n: int = F, g: int = TAPS) -> int:
 def intensity(n: int = F, g: int = TAPS) -> float:
     """Arithmetic intensity in FLOP per byte of compulsory DRAM traffic (about g / 4 for large n)."""
     return flops(n, g) / min_bytes(n, g)
-
-
-def correlate64(x, w, n: int) -> np.ndarray:
-    """``y[i] = sum_j x[i+j] * w[j]`` for ``i < n`` in float64 (direct when cheap, else by FFT).
-
-    Parameters
-    ----------
-    x : array_like
-        At least ``n + len(w) - 1`` values.
-    w : array_like
-        The taps.
-    n : int
-        Outputs wanted.
-
-    Returns
-    -------
-    ndarray of float64, shape (n,)
-        ``np.correlate(x, w, "valid")``, which is ``np.convolve(x, w[::-1], "valid")``.
-    """
-    x = np.asarray(x, np.float64)
-    w = np.asarray(w, np.float64)
-    g = w.size
-    if x.size < n + g - 1:
-        raise ValueError(f"`x` should hold n + g - 1 = {n + g - 1} values; got {x.size}")
-    if n * g <= 20_000_000:
-        return np.correlate(x[:n + g - 1], w, mode="valid")
-    size = 1 << int(np.ceil(np.log2(n + 2 * g)))
-    full = np.fft.irfft(np.fft.rfft(x[:n + g - 1], size) * np.fft.rfft(w[::-1], size), size)
-    return full[g - 1:g - 1 + n]
 
 
 def sample_check(y, x, w, *, samples: int = 4096, rtol: float = 1e-4, seed: int = 0, name: str = "y"):
@@ -191,46 +72,6 @@ def sample_check(y, x, w, *, samples: int = 4096, rtol: float = 1e-4, seed: int 
     return course.check(yh[idx], want.astype(np.float32), rtol=rtol, atol=atol, name=name)
 
 
-def emulate_blocked(x, w, n: int, *, block: int = 128, r: int = 16, pad: int = 4) -> np.ndarray:
-    """NumPy replay of solutions/09_convolution/conv_blocked.cu's indexing, block by block.
-
-    Stages each block's window in the padded segment layout (segments of ``r`` floats, ``pad`` floats
-    apart), then has every thread slide its ``2 r`` register window exactly as the kernel does. It is
-    for checking the index arithmetic on a CPU, not for speed.
-
-    Returns
-    -------
-    ndarray of float32, shape (n,)
-    """
-    x = np.asarray(x, np.float32)
-    w = np.asarray(w, np.float32)
-    taps = w.size
-    assert taps % r == 0
-    seg_len, nseg = r + pad, block + taps // r
-    y = np.full(n, np.nan, np.float32)
-    t = np.arange(block)
-    for b in range(-(-n // (block * r))):
-        out0 = b * block * r
-        win = np.zeros(nseg * r, np.float32)
-        avail = x[out0:out0 + nseg * r]
-        win[:avail.size] = avail                                  # past the end of x: zeros
-        xs = np.zeros(nseg * seg_len, np.float32)
-        for s in range(nseg):
-            xs[s * seg_len:s * seg_len + r] = win[s * r:(s + 1) * r]
-        acc = np.zeros((block, r), np.float32)
-        a = np.stack([xs[t * seg_len + m] for m in range(r)], axis=1)
-        for j0 in range(0, taps, r):
-            nxt = np.stack([xs[(t + j0 // r + 1) * seg_len + m] for m in range(r)], axis=1)
-            a2 = np.concatenate([a, nxt], axis=1)
-            for k in range(r):
-                acc = (acc + a2[:, k:k + r] * w[j0 + k]).astype(np.float32)
-            a = nxt
-        o = (out0 + t[:, None] * r + np.arange(r)[None, :]).ravel()
-        keep = o < n
-        y[o[keep]] = acc.ravel()[keep]
-    return y
-
-
 def make_inputs(n: int = F, g: int = TAPS, seed: int = 0):
     """CuPy ``x`` (n + g - 1 floats, uniform in [-1, 1)), ``w`` (g taps) and ``y`` (n, NaN-filled)."""
     import cupy
@@ -243,18 +84,18 @@ def make_inputs(n: int = F, g: int = TAPS, seed: int = 0):
 class Lesson:
     """The chapter's variants, compiled once, as launch functions ``f(x, w, y)`` for any n and g.
 
-    ``conv_reg`` is compiled for ``TAPS`` taps only (its tap count is a compile-time constant).
+    The kernels are the notebook's (compiled ones passed in, or its cells compiled here); ``conv_reg``
+    serves ``taps`` taps only (a compile-time constant: its cell is compiled with ``-DTAPS=taps``).
     The taps of the two ``__constant__`` kernels are copied in by each launch function (a device to
     device copy of at most 16 KiB, tiny next to the kernel) so every call is self-contained.
     """
 
-    def __init__(self, taps: int = TAPS):
-        import course
+    def __init__(self, taps: int = TAPS, *, naive=None, cmem=None, reg=None):
+        from course import lesson_cell
         self.taps = taps
-        self.naive = course.compile(NAIVE_SRC).kernel("conv_naive")
-        self.cmem = course.compile(CONST_SRC).kernel("conv_cmem")
-        self.reg = course.compile(REG_SRC, options=(f"-DTAPS={taps}",)).kernel("conv_reg")
-        self.sm_count = course.device_info().sm_count
+        self.naive = naive or lesson_cell(CHAPTER, "conv_naive").kernel()
+        self.cmem = cmem or lesson_cell(CHAPTER, "conv_cmem").kernel()
+        self.reg = reg or lesson_cell(CHAPTER, "conv_reg").kernel(options=(f"-DTAPS={taps}",))
 
     @staticmethod
     def _set(kernel, symbol, w):
@@ -304,7 +145,7 @@ def blocks_sweep(record: bool | None = None, *, per_block: int = 1 << 15, g: int
         import cupy
         if "k" not in state:
             info = course.device_info()
-            state["k"] = course.compile(NAIVE_SRC).kernel("conv_naive")
+            state["k"] = course.lesson_cell(CHAPTER, "conv_naive").kernel()
             state["smem"] = min(info.smem_per_block_optin, info.smem_per_block_optin // 2 + 8192)
             state["x"], state["w"], _ = make_inputs(per_block * (4 * sms + 8), g, seed=9)
         n = blocks * per_block

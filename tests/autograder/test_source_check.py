@@ -445,13 +445,13 @@ def test_the_reference_include_is_refused_before_nvrtc_sees_it(monkeypatch):
 
 
 def test_the_module_needs_only_the_standard_library():
-    """Does autograder/source_check.py import only the standard library and the course's own lexer and
-    include folders (course._signature, course._headers: no CuPy), and list its public names?"""
+    """Does autograder/source_check.py import only the standard library and the course's public lexer and
+    include folders (course.source, course.include_dirs: no CuPy), and list its public names?"""
     tree = ast.parse(Path(source_check.__file__).read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     froms = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= set(sys.stdlib_module_names)
     assert {m for m in froms if m.split(".")[0] not in sys.stdlib_module_names} <= {
-        "course._signature", "course._headers"}
+        "course.source", "course"}
     assert set(source_check.__all__) == {"MAX_SOURCE_BYTES", "ALLOWED_HEADERS", "ALLOWED_FOLDERS", "check_source",
                                          "header_allowed", "strip_comments", "scrub_log"}

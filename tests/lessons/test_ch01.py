@@ -1,10 +1,17 @@
-"""Chapter 01 helpers: launch arithmetic, index maps, FMA expectations, PTX counting, the sticky child."""
+"""Chapter 01: the notebook's launch arithmetic, index maps, the wave sweep's replay, FMA expectations, PTX
+counting, the lesson's kernel cells, the sticky child."""
 from __future__ import annotations
+
+import contextlib
+import io
+import json
 
 import numpy as np
 import pytest
 
-from repo_helpers import import_course
+from repo_helpers import REPO, import_course, read_json_notebook
+
+STEM = "01_first_kernel"
 
 
 @pytest.fixture(scope="module")
@@ -14,21 +21,19 @@ def ch01():
     return ch01
 
 
-def test_launch_summary_prime(ch01):
-    """Does n = 1,000,003 with 256 threads give 3907 blocks, 189 idle threads and 3 lanes in the last warp?"""
-    s = ch01.launch_summary(1_000_003, 256)
-    assert (s["grid"], s["idle"], s["last_block_active"], s["last_warp_active"]) == (3907, 189, 67, 3)
-    assert s["warps"] == 3907 * 8 and s["partial_warps_per_block"] == 0
-
-
-def test_launch_summary_edges(ch01):
-    """Is n = 1 one block with one active lane, and a 100-thread block flagged as having a partial warp?"""
-    s = ch01.launch_summary(1, 256)
-    assert (s["grid"], s["idle"], s["last_warp_active"]) == (1, 255, 1)
-    assert ch01.launch_summary(1000, 100)["partial_warps_per_block"] == 1
-    assert ch01.launch_summary(64, 32)["last_warp_active"] == 32
-    with pytest.raises(ValueError, match="`block`"):
-        ch01.launch_summary(10, 0)
+def test_launch_arithmetic_cell_matches_its_prose():
+    """Does the notebook's launch-arithmetic cell print what the text after it says (3,907 blocks, 189 idle
+    threads, 67 threads in the last block, 3 lanes in its last warp)?"""
+    course = import_course()
+    cells = ["".join(c["source"]) for c in read_json_notebook(REPO / "chapters" / f"{STEM}.ipynb")["cells"]]
+    (cell,) = [c for c in cells if "last_warp = " in c]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(cell, {"course": course})
+    text = out.getvalue()
+    assert "grid = 3,907 blocks, 1,000,192 threads, 189 idle" in text, text
+    assert "last block: 67 working threads" in text and "3 of 32 lanes active" in text, text
+    assert any("189" in c and "67 threads work" in c and "3 active lanes" in c for c in cells)
 
 
 def test_thread_map_grid_stride(ch01):
@@ -39,12 +44,6 @@ def test_thread_map_grid_stride(ch01):
     assert m["block"][i] == (i % 24) // 8 and m["thread"][i] == i % 8 and m["iteration"][i] == 2
     full = ch01.thread_map_1d(100, 32)
     assert full["iteration"].max() == 0 and full["block"].max() == 3
-
-
-def test_wave_boundaries(ch01):
-    """Are new waves marked at multiples of SMs x blocks per SM?"""
-    assert ch01.wave_boundaries(132, 2, 800) == [264, 528, 792]
-    assert ch01.wave_boundaries(4, 0, 9) == [4, 8]
 
 
 def test_fma_expected_differs_from_separate(ch01):
@@ -76,23 +75,49 @@ def test_fmad_false_splits_fma_in_ptx(ch01):
 
 
 def test_lesson_kernels_compile(ch01):
-    """Do the vector-add and wave kernels the lesson and the benchmark share compile for sm_75..sm_90?"""
+    """Do the notebook's cells that the helpers and the benchmark run (vec_add, wave_add, and write_far with
+    fill for the sticky error) compile for sm_75..sm_90?"""
     course = import_course()
-    for src in (ch01.VEC_ADD_SRC, ch01.WAVE_ADD_SRC, ch01._OOB_SRC):
+    for name in ("vec_add", "wave_add", "write_far"):
+        cell = course.lesson_cell(STEM, name)
         for arch in ("sm_75", "sm_80", "sm_90"):
-            assert course.compile_for_arch(src, arch).cubin
+            assert cell.compile_for_arch(arch).cubin
+    assert course.lesson_cell(STEM, "write_far").kernels == ("write_far", "fill")
 
 
 def test_plots_draw_without_gpu(ch01):
-    """Do the index-map and staircase plots draw on a CPU-only machine?"""
+    """Do the index-map and ramp-up plots draw on a CPU-only machine?"""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     ax = ch01.plot_index_map_2d(40, 20, (16, 16))
     assert "736 of 1536 threads fall outside" in ax.get_title()
     ch01.plot_thread_map_1d(70, 16, grid=2)
-    ch01.plot_staircase([1, 2, 3], [5.0, 5.0, 10.0], sm_count=2)
     ch01.plot_ramp_up({"ms": [1.0, 0.5], "mhz": [None, 1980], "max_mhz": 1980})
+    plt.close("all")
+
+
+def test_wave_sweep_replays_a_recording(ch01, tmp_path, monkeypatch):
+    """Without a GPU, does the wave plot draw a recorded sweep (the runner built on the notebook's cell,
+    compiling nothing), and say so in its title?"""
+    course = import_course()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import course.widgets
+    monkeypatch.setattr("course._env.gpu_available", lambda: False)
+    params = {"waves": [0.5, 1.0, 1.5], "block": [256, 1024], "rounds": [0, 512]}
+    points = [{"values": {"waves": w, "block": b, "rounds": r}, "value": 10.0 * (1 + int(w > 1)), "note": ""}
+              for w in params["waves"] for b in params["block"] for r in params["rounds"]]
+    rec = tmp_path / "waves.json"
+    rec.write_text(json.dumps({"name": "w", "gpu": "Test GPU", "metric": "us", "params": params,
+                               "points": points}))
+    s = course.widgets.sweep(ch01.wave_runner(course.lesson_cell(STEM, "wave_add")), params, metric="us",
+                             recorded=rec)
+    ax = ch01.plot_wave_sweep(s, block=1024)
+    assert ax is not None and "Test GPU" in ax.get_title()
+    assert [len(line.get_xdata()) for line in ax.get_lines() if line.get_label().startswith(("memory", "512"))] \
+        == [3, 3]
     plt.close("all")
 
 
@@ -108,8 +133,11 @@ def test_print_steps_format(ch01, capsys):
 def test_sticky_error_child_reports_each_stage(ch01):
     """Does the child see a clean launch, the fault at synchronize, and the same fault on every later call,
     while this process's context still works?"""
-    steps = ch01.sticky_error_demo()
+    course = import_course()
+    m = course.lesson_cell(STEM, "write_far").compile()
+    steps = ch01.sticky_error_demo(m.kernel("write_far"), m.kernel("fill"))
     by = {s["step"]: s for s in steps}
+    assert by["a correct kernel, then synchronize"]["ok"], steps
     assert by["launch a kernel that writes 4 TiB past its array"]["ok"]
     assert not by["synchronize"]["ok"] and "llegal" in by["synchronize"]["detail"]
     assert not by["allocate a new array and run a correct kernel"]["ok"]
@@ -119,16 +147,27 @@ def test_sticky_error_child_reports_each_stage(ch01):
 
 
 @pytest.mark.gpu
-def test_timing_helpers_measure(ch01):
-    """Do the event and host-clock timings of a 1 GiB-ish vector add come out positive and ordered?"""
+def test_vec_add_cell_and_the_ramp_up_plot(ch01):
+    """Does the notebook's vec_add, compiled from its cell, add 2^24 + 1 floats exactly, and does the ramp-up
+    plot draw event timings of it?"""
     import cupy
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     course = import_course()
-    k = course.compile(ch01.VEC_ADD_SRC).kernel("vec_add")
+    k = course.lesson_cell(STEM, "vec_add").kernel()
     n = (1 << 24) + 1
-    x = cupy.ones(n, dtype=cupy.float32)
-    z = cupy.empty_like(x)
-    t = ch01.host_vs_events(lambda: k(course.grid_for(n, 256), 256, x, x, z, n), repeats=5)
-    assert 0 < t["host_no_sync"] < t["host_sync"]
-    assert t["events"] > 0
-    r = ch01.ramp_up(lambda: k(course.grid_for(n, 256), 256, x, x, z, n), idle_s=0.1, launches=5)
-    assert len(r["ms"]) == 5 and all(m > 0 for m in r["ms"])
+    rng = cupy.random.default_rng(5)
+    x, y = rng.standard_normal(n, dtype=cupy.float32), rng.standard_normal(n, dtype=cupy.float32)
+    z = cupy.full(n, cupy.nan, dtype=cupy.float32)
+    ms = []
+    for _ in range(3):
+        start = cupy.cuda.get_current_stream().record()
+        k(course.grid_for(n, 256), 256, x, y, z, n)
+        stop = cupy.cuda.get_current_stream().record()
+        stop.synchronize()
+        ms.append(cupy.cuda.get_elapsed_time(start, stop))
+    assert bool((z == x + y).all()) and all(m > 0 for m in ms)
+    clock = course.sm_clock_mhz()
+    ch01.plot_ramp_up({"ms": ms, "mhz": [clock[0] if clock else None] * 3, "max_mhz": clock[1] if clock else None})
+    plt.close("all")

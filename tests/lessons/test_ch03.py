@@ -1,10 +1,13 @@
-"""Chapter 03 helpers: pipeline arithmetic and span statistics on the CPU, the recorder on a GPU."""
+"""Chapter 03 helpers: the lesson's kernel cells, the chunk kernel's reference, the stream demonstrations and
+the sweep's runner (GPU). The pipeline engine they run on is tested in tests/library/test_streams.py."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from repo_helpers import REPO, import_course
+
+STEM = "03_streams"
 
 
 @pytest.fixture(scope="module")
@@ -14,85 +17,34 @@ def ch03():
     return ch03
 
 
-def test_chunk_bounds_cover_exactly(ch03):
-    """Do the chunks tile 0..n without gaps or overlap, the last one short, none empty?"""
-    for n, c in ((10, 3), (1_000_003, 16), (5, 8), (1, 1)):
-        b = ch03.chunk_bounds(n, c)
-        assert b[0][0] == 0 and all(cnt > 0 for _, cnt in b)
-        assert all(o2 == o1 + c1 for (o1, c1), (o2, _) in zip(b, b[1:]))
-        assert b[-1][0] + b[-1][1] == n and len(b) <= c
-    assert ch03.chunk_bounds(10, 3) == [(0, 4), (4, 4), (8, 2)]
-
-
-def test_ideal_and_serial_bounds(ch03):
-    """Is the ideal pipeline h+k+d+(C-1)max, equal to the serial time for one chunk?"""
-    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 1) == ch03.serial_pipeline_ms(1.0, 0.5, 1.0, 1) == 2.5
-    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16) == pytest.approx(2.5 + 15)
-    # a link slower with both directions busy sets the step; a faster `both` changes nothing
-    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16, both_ms=1.25) == pytest.approx(2.5 + 15 * 1.25)
-    assert ch03.ideal_pipeline_ms(1.0, 0.5, 1.0, 16, both_ms=0.9) == pytest.approx(2.5 + 15)
-    with pytest.raises(ValueError):
-        ch03.ideal_pipeline_ms(1, 1, 1, 0)
-
-
-def test_union_counts_overlap_once(ch03):
-    """Does the union of [0,2], [1,3], [5,6] measure 4?"""
-    assert ch03.union_ms([(5, 6), (0, 2), (1, 3)]) == 4
-    assert ch03.union_ms([]) == 0
-
-
-def test_overlap_summary_of_a_perfect_pipeline(ch03):
-    """For three chunks flowing through three engines with no gap, is the overlap work/total = 9/5?"""
-    spans = []
-    for c in range(3):
-        for j, label in enumerate(("H2D", "kernel", "D2H")):
-            spans.append((f"stream {c}", label, float(c + j), float(c + j + 1)))
-    s = ch03.overlap_summary(spans)
-    assert s["total_ms"] == 5 and s["work_ms"] == 9 and s["overlap"] == pytest.approx(9 / 5)
-    assert s["busy_ms"] == {"H2D": 3, "kernel": 3, "D2H": 3}
-    assert ch03.by_engine(spans)[0] == ("H2D", "H2D", 0.0, 1.0)
-
-
-def test_demo_kernels_compile(ch03):
-    """Do the demonstration kernels and the reference chunk kernel compile for sm_75..sm_90?"""
+def test_lesson_kernels_compile(ch03):
+    """Do the notebook's demonstration and pipeline cells, and the exercise's reference chunk kernel, compile
+    for sm_75..sm_90?"""
     course = import_course()
-    ref = (REPO / "solutions" / "03_streams" / "process_chunk.cu").read_text()
-    for src in (ch03.SPIN_SRC, ref):
-        for arch in ("sm_75", "sm_80", "sm_90"):
-            assert course.compile_for_arch(src, arch).cubin
+    spin = course.lesson_cell(STEM, "spin")
+    assert spin.kernels == ("spin", "produce", "consume", "bump")
+    ref = (REPO / "solutions" / STEM / "process_chunk.cu").read_text()
+    for arch in ("sm_75", "sm_80", "sm_90"):
+        assert spin.compile_for_arch(arch).cubin
+        assert course.lesson_cell(STEM, "chunk_work").compile_for_arch(arch).cubin
+        assert course.compile_for_arch(ref, arch).cubin
 
 
-@pytest.fixture(scope="module")
-def process():
-    course = import_course()
-    k = course.compile((REPO / "solutions" / "03_streams" / "process_chunk.cu").read_text()).kernel("process_chunk")
-
-    def run(d_in, d_out, off, cnt, stream):
-        k(min(1024, -(-cnt // 256)), 256, d_in, d_out, off, cnt, stream=stream)
-    return run
-
-
-@pytest.mark.gpu
-def test_pipeline_is_correct_and_overlaps(ch03, process):
-    """Is the pipelined output right, every op recorded, and the 4-stream run faster than 1 stream?"""
-    n = (1 << 24) + 3
-    bufs = ch03.PipelineBuffers(n, seed=5)
-    tl = ch03.Timeline()
-    ch03.run_pipeline(process, bufs, n_streams=4, n_chunks=8, timeline=tl)
-    x = bufs.h_in.astype(np.float64)
-    np.testing.assert_allclose(bufs.h_out, x * (x * x - 0.5), rtol=1e-5, atol=1e-5)
-    spans = tl.spans()
-    assert len(spans) == 24 and all(t1 >= t0 >= 0 for _, _, t0, t1 in spans)
-    one = min(ch03.run_pipeline(process, bufs, n_streams=1, n_chunks=8) for _ in range(3))
-    four = min(ch03.run_pipeline(process, bufs, n_streams=4, n_chunks=8) for _ in range(3))
-    assert four < one
+def test_work_reference_is_rounds_of_the_fma(ch03):
+    """Is chunk_work's reference `rounds` times v = 0.999 v + 0.001, and zero rounds the identity?"""
+    x = np.array([0.0, 1.0, -2.0], dtype=np.float32)
+    assert np.array_equal(ch03.work_reference(x, 0), x.astype(np.float64))
+    want = x.astype(np.float64)
+    for _ in range(3):
+        want = want * 0.999 + 0.001
+    assert np.allclose(ch03.work_reference(x, 3), want, rtol=0, atol=1e-15)
 
 
 @pytest.mark.gpu
 def test_stream_demos(ch03):
     """Do blocking streams serialize around the default stream, non-blocking ones not, and events order work?"""
     course = import_course()
-    m = course.compile(ch03.SPIN_SRC)
+    m = course.lesson_cell(STEM, "spin").compile()
     blocking = ch03.default_stream_demo(m.kernel("spin"), non_blocking=False, ms=1.0)
     free = ch03.default_stream_demo(m.kernel("spin"), non_blocking=True, ms=1.0)
     span = lambda sp: max(s[3] for s in sp) - min(s[2] for s in sp)  # noqa: E731
@@ -104,10 +56,18 @@ def test_stream_demos(ch03):
 
 
 @pytest.mark.gpu
-def test_pipeline_report_of_the_reference(ch03):
-    """Does the exercise's reference kernel pass through the report's pipeline, overlapping below serial time?"""
+def test_chunk_work_through_the_pipeline_and_the_runner(ch03):
+    """Does the notebook's chunk_work, through `chunk_process` in the pipeline, give the reference's values at
+    both ends of an odd-sized array, and does the sweep's runner (built on the cell) time it?"""
+    import cupy
     course = import_course()
-    k = course.compile((REPO / "solutions" / "03_streams" / "process_chunk.cu").read_text()).kernel("process_chunk")
-    r = ch03.pipeline_report(k, streams=4, chunks=8, n=(1 << 24) + 5, repeats=2)
-    assert r["correct"], r["message"]
-    assert r["ratio"] < 1.0 and r["ideal_ms"] > 0 and len(r["spans"]) == 24
+    import course.streams as pl
+    n, rounds = (1 << 22) + 3, 50
+    k = course.lesson_cell(STEM, "chunk_work").kernel()
+    bufs = pl.PipelineBuffers(n, seed=3)
+    pool = [cupy.cuda.Stream(non_blocking=True) for _ in range(3)]
+    pl.run_pipeline(ch03.chunk_process(k, rounds, max_grid=256), bufs, n_streams=3, n_chunks=7, streams=pool)
+    res = ch03.check_work(bufs, rounds)
+    assert res, res.message
+    run = ch03.pipeline_runner(course.lesson_cell(STEM, "chunk_work"), n=n, repeats=1)
+    assert run(chunks=4, streams=2, rounds=0) > 0 and run(chunks=1, streams=9, rounds=10) > 0

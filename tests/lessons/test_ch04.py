@@ -1,10 +1,9 @@
-"""Chapter 04 helpers: the sector model, its drawings, the ncu glue, and (GPU) the lesson's kernels."""
+"""Chapter 04: the sector model (course.access), its drawings, the ncu glue, and (GPU) the lesson's kernels."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from repo_helpers import REPO, cuda_cells, import_course
+from repo_helpers import REPO, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "04_coalescing"
@@ -17,40 +16,47 @@ def ch04():
     return ch04
 
 
+@pytest.fixture(scope="module")
+def access():
+    import_course()
+    import course.access
+    return course.access
+
+
 @pytest.mark.parametrize("index,elem,base,want", [
     (lambda i: i, 4, 0, 4), (lambda i: i + 1, 4, 0, 5), (lambda i: 31 - i, 4, 0, 4), (lambda i: 2 * i, 4, 0, 8),
     (lambda i: 8 * i, 4, 0, 32), (lambda i: 32 * i, 4, 0, 32), (lambda i: 0, 4, 0, 1), (lambda i: i // 2, 4, 0, 2),
     (lambda i: i, 16, 0, 16), (lambda i: i, 8, 0, 8), (lambda i: i, 8, 8, 9), (lambda i: i, 4, 128, 4),
 ])
-def test_sectors_per_request(ch04, index, elem, base, want):
+def test_sectors_per_request(access, index, elem, base, want):
     """Does the model count the distinct 32-byte sectors of a warp's addresses?"""
-    assert ch04.warp_access(index, elem, base=base).sectors_per_request == want
+    assert access.warp_access(index, elem, base=base).sectors_per_request == want
 
 
-def test_efficiency_and_lines(ch04):
+def test_efficiency_and_lines(access):
     """Is stride 32 one sector and one line per lane at 12.5%, and a shifted load 80% in two lines?"""
-    a = ch04.warp_access(lambda i: 32 * i)
+    a = access.warp_access(lambda i: 32 * i)
     assert a.lines.size == 32 and a.efficiency == pytest.approx(0.125)
-    b = ch04.warp_access(lambda i: i + 1)
+    b = access.warp_access(lambda i: i + 1)
     assert b.lines.size == 2 and b.efficiency == pytest.approx(0.8) and b.ideal_sectors == 4
 
 
-def test_inactive_lanes(ch04):
+def test_inactive_lanes(access):
     """Do lanes whose index is None sit the load out?"""
-    a = ch04.warp_access(lambda i: i if i < 8 else None)
+    a = access.warp_access(lambda i: i if i < 8 else None)
     assert a.lanes.size == 8 and a.sectors_per_request == 1 and a.efficiency == 1.0
 
 
-def test_bad_arguments_name_the_argument(ch04):
+def test_bad_arguments_name_the_argument(access):
     """Are a 3-byte element, a misaligned base, a negative index and a short list refused by name?"""
     with pytest.raises(ValueError, match="elem_bytes"):
-        ch04.warp_access(lambda i: i, 3)
+        access.warp_access(lambda i: i, 3)
     with pytest.raises(ValueError, match="base"):
-        ch04.warp_access(lambda i: i, 16, base=4)
+        access.warp_access(lambda i: i, 16, base=4)
     with pytest.raises(ValueError, match=">= 0"):
-        ch04.warp_access(lambda i: i - 1)
+        access.warp_access(lambda i: i - 1)
     with pytest.raises(ValueError, match="one entry per lane"):
-        ch04.warp_access([0, 1, 2])
+        access.warp_access([0, 1, 2])
 
 
 def test_patterns_agree_with_their_c_expressions(ch04):
@@ -67,21 +73,35 @@ def test_pitch_is_whole_lines_past_the_pattern(ch04):
         assert pitch * p.elem_bytes % 128 == 0 and pitch > max(p.index(i) for i in range(32))
 
 
-def test_probe_and_lesson_kernels_compile(ch04):
-    """Do the probes (one module, one kernel per pattern) and the lesson kernels compile for sm_75..sm_90?"""
+def test_probes_compile(ch04):
+    """Do the generated probes (one module, one kernel per pattern) compile for sm_75..sm_90?"""
     course = import_course()
     probes = "\n".join(ch04.probe_source(p, f"probe_{j}") for j, p in enumerate(ch04.PATTERNS))
-    for src in (probes, ch04.STRIDED_SRC, ch04.SCALE_SRC, ch04.WALK_SRC):
-        for arch in ARCHS:
-            assert course.compile_for_arch(src, arch).cubin
+    for arch in ARCHS:
+        assert course.compile_for_arch(probes, arch).cubin
     assert len(course.compile_for_arch(probes, "sm_80").resources) == len(ch04.PATTERNS)
 
 
-def test_lesson_cells_are_the_module_sources(ch04):
-    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
-    cells = cuda_cells("04_coalescing")
-    for src in (ch04.STRIDED_SRC, ch04.SCALE_SRC, ch04.WALK_SRC):
-        assert src.rstrip("\n") in cells
+def test_cells_read_by_name_define_what_is_launched():
+    """Do the notebook cells that the sweep, the tests and the benchmark rows fetch by name define the kernels
+    they launch, and compile for sm_75..sm_90?"""
+    course = import_course()
+    for name, kernels in (("scale_strided", ("scale_strided",)),
+                          ("scale_scalar", ("scale_scalar", "scale_vec4", "scale_vec4_grid")),
+                          ("row_sum_thread", ("row_sum_thread", "row_sum_warp"))):
+        cell = course.lesson_cell(STEM, name)
+        assert cell.kernels == kernels, (name, cell.kernels)
+        for arch in ARCHS:
+            assert cell.compile_for_arch(arch).cubin
+    slow = course.notebook_cells(REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb")["row_scale_slow"]
+    assert slow.kernels == ("row_scale_slow",)   # what benchmarks/rows/04_coalescing.py times
+
+
+def test_patterns_are_the_shared_shape(ch04, access):
+    """Are the lesson's patterns course.access.Pattern, whose sector model is warp_access's?"""
+    for p in ch04.PATTERNS:
+        assert isinstance(p, access.Pattern)
+        assert p.sectors().sectors_per_request == access.warp_access(p.index, p.elem_bytes).sectors_per_request
 
 
 def test_compare_without_gpu_prints_the_model(ch04, capsys):
@@ -90,17 +110,17 @@ def test_compare_without_gpu_prints_the_model(ch04, capsys):
     if course.gpu_available():
         pytest.skip("this test is about the CPU-only path")
     rows = ch04.compare_with_ncu()
-    assert [r["model"] for r in rows] == [p.access().sectors_per_request for p in ch04.PATTERNS]
+    assert [r["model"] for r in rows] == [p.sectors().sectors_per_request for p in ch04.PATTERNS]
     assert "needs an NVIDIA GPU" in capsys.readouterr().out
 
 
-def test_drawings_and_tables_without_gpu(ch04, capsys):
+def test_drawings_and_tables_without_gpu(ch04, access, capsys):
     """Do the sector drawings and the prediction table work on a CPU?"""
     course = import_course()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    ax = ch04.plot_warp_access(ch04.warp_access(lambda i: 32 * i), title="stride 32")
+    ax = ch04.plot_warp_access(access.warp_access(lambda i: 32 * i), title="stride 32")
     assert "32 sectors in 32 lines" in ax.get_title()
     ch04.plot_patterns(ch04.PATTERNS)
     course.print_table(ch04.prediction_table())
@@ -114,12 +134,6 @@ def test_sweep_builds_without_gpu(ch04):
     assert sw.params["stride"][0] == 1 and 32 in sw.params["stride"] and 0 in sw.params["offset"]
     if not course.gpu_available() and not sw.results:
         assert ch04.plot_stride_curve(sw) is None
-
-
-def test_row_scale_reference(ch04):
-    """Does the exercise's NumPy reference scale row r by scale[r]?"""
-    m = np.arange(6, dtype=np.float32).reshape(2, 3)
-    assert ch04.row_scale_reference(m, np.array([2, 3], np.float32)).tolist() == [[0, 2, 4], [9, 12, 15]]
 
 
 # --- GPU ---------------------------------------------------------------------------------------
@@ -138,7 +152,7 @@ def test_scale_kernels_correct_at_odd_sizes(ch04):
     """Do the three scale kernels give 2x at sizes whose last block is partial?"""
     import cupy
     course = import_course()
-    m = course.compile(ch04.SCALE_SRC)
+    m = course.lesson_cell(STEM, "scale_scalar").compile()
     for n in (4, 1_000_004):
         x = cupy.random.default_rng(n).random(n, dtype=cupy.float32)
         for launch in (lambda y: m.scale_scalar(course.grid_for(n, 256), 256, x, y, 2.0, n),
@@ -154,7 +168,7 @@ def test_row_sum_kernels(ch04):
     """Do both row-sum mappings agree with CuPy on a matrix whose width is not a multiple of 32?"""
     import cupy
     course = import_course()
-    w = course.compile(ch04.WALK_SRC)
+    w = course.lesson_cell(STEM, "row_sum_thread").compile()
     rows, cols = 1001, 77
     m = cupy.random.default_rng(3).random((rows, cols), dtype=cupy.float32)
     for k, grid in ((w.row_sum_thread, course.grid_for(rows, 256)), (w.row_sum_warp, course.grid_for(32 * rows, 256))):

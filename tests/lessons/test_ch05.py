@@ -1,7 +1,6 @@
-"""Chapter 05 helpers: the bank model, the conflict bound, the drawings, and (GPU) the transposes."""
+"""Chapter 05: the bank model (course.access), the conflict bound, the drawings, and (GPU) the transposes."""
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -19,21 +18,28 @@ def ch05():
     return ch05
 
 
-def test_gcd_rule(ch05):
+@pytest.fixture(scope="module")
+def access():
+    import_course()
+    import course.access
+    return course.access
+
+
+def test_gcd_rule(access):
     """Is the conflict degree of 4-byte stride s equal to gcd(s, 32), for s = 1..96?"""
     for s in range(1, 97):
-        assert ch05.bank_access(lambda i, s=s: s * i).degree == math.gcd(s, 32), s
+        assert access.bank_access(lambda i, s=s: s * i).degree == math.gcd(s, 32), s
 
 
-def test_broadcast_and_tile_layouts(ch05):
+def test_broadcast_and_tile_layouts(access):
     """Is a broadcast free, a [32][32] column 32-way, and the [32][33] and XOR-swizzled columns free for every row?"""
-    assert ch05.bank_access(lambda i: 0).wavefronts == 1
-    assert ch05.bank_access(lambda i: i // 4).degree == 1
+    assert access.bank_access(lambda i: 0).wavefronts == 1
+    assert access.bank_access(lambda i: i // 4).degree == 1
     for ty in range(32):
-        assert ch05.bank_access(lambda i: 32 * i + ty).degree == 32
-        assert ch05.bank_access(lambda i: 33 * i + ty).degree == 1
-        assert ch05.bank_access(lambda i: 32 * i + (ty ^ i)).degree == 1   # a swizzled column
-        assert ch05.bank_access(lambda i: 32 * ty + (i ^ ty)).degree == 1  # a swizzled row
+        assert access.bank_access(lambda i: 32 * i + ty).degree == 32
+        assert access.bank_access(lambda i: 33 * i + ty).degree == 1
+        assert access.bank_access(lambda i: 32 * i + (ty ^ i)).degree == 1   # a swizzled column
+        assert access.bank_access(lambda i: 32 * ty + (i ^ ty)).degree == 1  # a swizzled row
 
 
 def test_swizzle_is_a_permutation(ch05):
@@ -44,25 +50,25 @@ def test_swizzle_is_a_permutation(ch05):
         assert sorted(c ^ r for r in range(32)) == list(range(32))
 
 
-def test_wide_accesses_use_phases(ch05):
+def test_wide_accesses_use_phases(access):
     """Do 8- and 16-byte accesses take 2 and 4 wavefronts conflict-free, and conflict only within a phase?"""
-    assert ch05.bank_access(lambda i: i, 8).wavefronts == 2
-    assert ch05.bank_access(lambda i: i, 16).wavefronts == 4
-    d = ch05.bank_access(lambda i: 2 * i, 8)
+    assert access.bank_access(lambda i: i, 8).wavefronts == 2
+    assert access.bank_access(lambda i: i, 16).wavefronts == 4
+    d = access.bank_access(lambda i: 2 * i, 8)
     assert (d.degree, d.wavefronts) == (2, 4)
-    assert ch05.bank_access(lambda i: 33 * i, 8).wavefronts == 2     # a padded column of doubles
-    assert ch05.bank_access(lambda i: 32 * i, 8).wavefronts == 32
-    assert ch05.bank_access(lambda i: 8 * i, 16).degree == 8
+    assert access.bank_access(lambda i: 33 * i, 8).wavefronts == 2     # a padded column of doubles
+    assert access.bank_access(lambda i: 32 * i, 8).wavefronts == 32
+    assert access.bank_access(lambda i: 8 * i, 16).degree == 8
 
 
-def test_bad_arguments(ch05):
+def test_bad_arguments(access):
     """Are a 2-byte element, a misaligned base and a short index list refused by name?"""
     with pytest.raises(ValueError, match="elem_bytes"):
-        ch05.bank_access(lambda i: i, 2)
+        access.bank_access(lambda i: i, 2)
     with pytest.raises(ValueError, match="base"):
-        ch05.bank_access(lambda i: i, 8, base=4)
+        access.bank_access(lambda i: i, 8, base=4)
     with pytest.raises(ValueError, match="one entry per lane"):
-        ch05.bank_access([1, 2])
+        access.bank_access([1, 2])
 
 
 def test_patterns_agree_with_their_c_expressions(ch05):
@@ -88,23 +94,28 @@ def test_predicted_transpose_conflicts(ch05):
         ch05.predicted_transpose_conflicts(1000, 1024)
 
 
-def test_kernels_compile(ch05):
-    """Do the strided-read and transpose kernels compile for sm_75..sm_90, with the tile sizes intended?"""
+def test_cells_read_by_name_define_what_is_launched(ch05):
+    """Do the notebook cells that the sweep, the ncu script, the tests and the benchmark rows fetch by name
+    define the kernels they launch, compile for sm_75..sm_90, with the tile sizes intended?"""
     course = import_course()
-    for src in (ch05.SMEM_STRIDE_SRC, ch05.TRANSPOSE_NAIVE_SRC, ch05.TRANSPOSE_TILED_SRC):
+    for name, kernels in (("smem_stride_4", ("smem_stride_4", "smem_stride_8", "smem_stride_16")),
+                          ("transpose_naive", ("transpose_naive",)),
+                          ("transpose_smem", ("transpose_smem", "transpose_pad", "transpose_swizzle"))):
+        cell = course.lesson_cell(STEM, name)
+        assert cell.kernels == kernels, (name, cell.kernels)
         for arch in ARCHS:
-            assert course.compile_for_arch(src, arch).cubin
-    res = course.compile_for_arch(ch05.TRANSPOSE_TILED_SRC, "sm_80").resources
+            assert cell.compile_for_arch(arch).cubin
+    assert [f"smem_stride_{w}" for w in ch05.SMEM_WIDTHS] == list(course.lesson_cell(STEM, "smem_stride_4").kernels)
+    assert set(ch05.TRANSPOSE_ABOUT) == {"transpose_naive", "transpose_smem", "transpose_pad", "transpose_swizzle"}
+    res = course.lesson_cell(STEM, "transpose_pad").compile_for_arch("sm_80").resources
     assert res["transpose_pad"].static_smem == 32 * 33 * 4 and res["transpose_swizzle"].static_smem == 4096
 
 
-def test_lesson_cells_are_the_module_sources(ch05):
-    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
-    nb = json.loads((REPO / "chapters" / "05_bank_conflicts.ipynb").read_text())
-    cells = ["".join(c["source"]).split("\n", 1)[1] for c in nb["cells"]
-             if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%cuda")]
-    for src in (ch05.SMEM_STRIDE_SRC, ch05.TRANSPOSE_NAIVE_SRC, ch05.TRANSPOSE_TILED_SRC):
-        assert src.rstrip("\n") in cells
+def test_patterns_are_the_shared_shape(ch05, access):
+    """Are the lesson's bank patterns course.access.Pattern, whose bank model is bank_access's?"""
+    for p in ch05.BANK_PATTERNS:
+        assert isinstance(p, access.Pattern)
+        assert p.banks().phase_degrees == access.bank_access(p.index, p.elem_bytes).phase_degrees
 
 
 def test_drawings_without_gpu(ch05):
@@ -113,8 +124,8 @@ def test_drawings_without_gpu(ch05):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     for p in ch05.BANK_PATTERNS:
-        ax = ch05.plot_banks(p.access(), title=p.name, max_rows=6)
-        assert p.access().summary() in ax.get_title()
+        ax = ch05.plot_banks(p.banks(), title=p.name, max_rows=6)
+        assert p.banks().summary() in ax.get_title()
     plt.close("all")
 
 
@@ -146,7 +157,7 @@ def test_lesson_transposes_exact(ch05, name):
     """Is each lesson transpose exact at shapes with partial tiles in both directions?"""
     import cupy
     course = import_course()
-    k = course.compile(ch05.TRANSPOSES[name]).kernel(name)
+    k = course.lesson_cell(STEM, name).kernel(name)
     assert all(_transpose_ok(cupy, k, s) for s in SHAPES)
 
 
@@ -161,14 +172,36 @@ def test_solution_transpose_exact(ch05):
 
 @pytest.mark.gpu
 def test_padded_beats_conflicted(ch05):
-    """On 4096 x 4096, is the padded tile faster than the conflicted one?"""
-    g = ch05.transpose_table(4096, 4096, names=["transpose_smem", "transpose_pad"])
-    assert g["transpose_pad"] > g["transpose_smem"]
+    """On 4096 x 4096, is the padded tile faster than the conflicted one, and both measured against the copy?"""
+    course = import_course()
+    tiled = course.lesson_cell(STEM, "transpose_smem").compile()
+    rows = ch05.transpose_table([tiled.kernel("transpose_smem"), tiled.kernel("transpose_pad")], 4096, 4096,
+                                verbose=False, progress=False)
+    g = {r["name"]: r for r in rows}
+    assert list(g) == ["copy", "transpose_smem", "transpose_pad"] and g["copy"]["is_anchor"]
+    assert g["transpose_pad"]["rate"] > g["transpose_smem"]["rate"]
+    assert g["transpose_pad"]["anchor"] == "copy" and 0 < g["transpose_pad"]["of_anchor"] < 1.5
+
+
+@pytest.mark.gpu
+def test_transpose_table_checks_before_timing(ch05, monkeypatch):
+    """Does a kernel that copies instead of transposing raise CheckError, naming it, before anything is timed?"""
+    course = import_course()
+    naive = course.lesson_cell(STEM, "transpose_naive").source
+    wrong = naive.replace("out[(long long)c * rows + r]", "out[(long long)r * cols + c]")
+    assert wrong != naive
+    k = course.compile(wrong).kernel("transpose_naive")
+
+    def no_timing(*_a, **_k):
+        raise AssertionError("timed before every variant was checked")
+    monkeypatch.setattr(course._timing, "benchmark", no_timing)
+    with pytest.raises(course.CheckError, match="transpose_naive"):
+        ch05.transpose_table([k], 1024, 1024)
 
 
 @pytest.mark.gpu
 def test_smem_runner_sees_conflicts(ch05):
     """Are stride-32 shared-memory reads at least 8x slower than stride 1, and stride 33 about as fast?"""
-    run = ch05.smem_runner(reps=1024)
+    run = ch05.smem_runner(reps=1024)   # the notebook cell's kernels, compiled on the first call
     g1, g32, g33 = run(1, 4), run(32, 4), run(33, 4)
     assert g1 > 8 * g32 and g33 > 0.7 * g1

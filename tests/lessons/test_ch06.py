@@ -1,8 +1,8 @@
-"""Chapter 06 helpers: variant bookkeeping, exact inputs, tree and scan arithmetic, and (GPU) every kernel
-of the lesson and the three graded references at odd sizes, launched twice to prove their state resets."""
+"""Chapter 06 helpers: the variants against the lesson cells, exact inputs, launch shapes, tree and scan
+arithmetic, and (GPU) every kernel of the lesson, the three tables, and the three graded references at odd
+sizes, launched twice to prove their state resets."""
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -23,15 +23,18 @@ def ch06():
 
 
 def test_variants_numbered_and_defined(ch06):
-    """Are the variants numbered 1..N in order, one header line each, and is every reduceN kernel listed?"""
-    nums = [v.number for v in ch06.REDUCE_VARIANTS]
-    assert nums == list(range(1, len(nums) + 1))
-    assert ch06.header_lines() == [f"variant {v.number}: {v.header}" for v in ch06.REDUCE_VARIANTS]
-    defined = set(re.findall(r"__global__ void (reduce\d_\w+)\(", ch06.REDUCE_SHARED_SRC + ch06.REDUCE_SHUFFLE_SRC))
-    listed = {v.kernel for v in ch06.REDUCE_VARIANTS} | {"reduce6_final"}
-    assert defined == listed
-    for v in ch06.REDUCE_VARIANTS:
-        assert f"// {v.number}:" in v.src, f"variant {v.number} has no numbered comment in its source"
+    """Are the variants the reduceN kernels of the lesson cells, numbered 1..N in order, one header line each,
+    and does every kernel a table needs come from a lesson cell?"""
+    course = import_course()
+    cells = course.lesson_cells(STEM)
+    defined = sorted(k for k in cells if re.fullmatch(r"reduce\d_\w+", k) and k != "reduce6_final")
+    assert list(ch06.REDUCE_VARIANTS) == defined
+    for i, (name, (per_thread, tree, about)) in enumerate(ch06.REDUCE_VARIANTS.items(), 1):
+        assert name.startswith(f"reduce{i}_") and about and per_thread in (0, 1, 2)
+        assert f"// {i}:" in cells[name].source, f"variant {i} has no numbered comment in its cell"
+        assert tree == ("extern __shared__" in cells[name].source), f"{name}: dynamic shared memory or not?"
+    for name in (*ch06.REDUCE_KERNELS, *ch06.SCAN_KERNELS, *ch06.HIST_KERNELS, "vec_add4", "scan_block_warp"):
+        assert name in cells[name].kernels
 
 
 def test_exact_inputs_sum_exactly_in_any_order(ch06):
@@ -72,35 +75,57 @@ def test_hist_inputs(ch06):
 
 
 def test_kernels_compile(ch06):
-    """Do all lesson sources and the graded references compile for sm_75..sm_90 without spilling?"""
+    """Do all lesson cells and the graded references compile for sm_75..sm_90 without spilling?"""
     course = import_course()
-    srcs = [ch06.VEC_ADD4_SRC, ch06.REDUCE_SHARED_SRC, ch06.REDUCE_SHUFFLE_SRC, ch06.SCAN_BLOCK_SRC,
-            ch06.SCAN_FULL_SRC, ch06.HIST_SRC] + [p.read_text() for p in sorted(SOL.glob("*.cu"))]
+    srcs = {c.source for c in course.lesson_cells(STEM).values()} | {p.read_text() for p in SOL.glob("*.cu")}
     for src in srcs:
         for arch in ARCHS:
             prog = course.compile_for_arch(src, arch)
             assert all(r.spill_stores == 0 for r in prog.resources.values()), arch
 
 
-def test_scan_tile_items_matches_spec(ch06):
-    """Is the reference scan's tile (TILE_ITEMS x 256) the tile the grader launches with?"""
+def test_reference_launches_match_spec(ch06):
+    """Is the reference scan's tile (TILE_ITEMS x 256) the tile the grader and the lesson launch with, and do
+    the lesson's reference launches agree with the grader's?"""
     import importlib.util
     spec = importlib.util.spec_from_file_location("s06", REPO / "autograder/specs/06_building_blocks.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     items = int(re.search(r"#define\s+TILE_ITEMS\s+(\d+)", (SOL / "scan_inclusive.cu").read_text()).group(1))
-    assert items * 256 == m.SCAN_TILE
+    assert items * 256 == m.SCAN_TILE == ch06.SCAN_TILE
     assert "#define MAX_BLOCKS 1024" in (SOL / "reduce_sum.cu").read_text() and m.MAX_BLOCKS == 1024
+    for n in (1, 4097, 1 << 26):
+        grader = m.scan_launch({"n": n}, {"tile": m.SCAN_TILE, "block": 256})
+        assert ch06.reference_launch("scan_inclusive", n) == grader[:2]
+    with pytest.raises(ValueError, match="reduce_sum"):
+        ch06.reference_launch("scan", 10)
 
 
-def test_lesson_cells_are_the_module_sources(ch06):
-    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
-    nb = json.loads((REPO / "chapters" / "06_building_blocks.ipynb").read_text())
-    cells = ["".join(c["source"]).split("\n", 1)[1] for c in nb["cells"]
-             if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%cuda")]
-    for src in (ch06.VEC_ADD4_SRC, ch06.REDUCE_SHARED_SRC, ch06.REDUCE_SHUFFLE_SRC, ch06.SCAN_BLOCK_SRC,
-                ch06.SCAN_FULL_SRC, ch06.HIST_SRC):
-        assert src.rstrip("\n") in cells
+class _FakeKernel:
+    """Records launches instead of making them."""
+
+    def __init__(self, name, calls):
+        self.name, self.calls = name, calls
+
+    def __call__(self, grid, block, *args, shared_mem=0):
+        self.calls.append((self.name, grid, block, shared_mem))
+
+
+def test_reduce_launch_shapes(ch06, monkeypatch):
+    """Does each variant launch as the lesson says: one thread per element (1, 2) or per two (3, 4) with a tree
+    in dynamic shared memory for 1-3, one wave of blocks for 5 and 6, and 6 in two launches?"""
+    calls = []
+    ks = ch06.lesson_kernels(ch06.REDUCE_KERNELS, [_FakeKernel(k, calls) for k in ch06.REDUCE_KERNELS])
+    monkeypatch.setattr(ch06, "reduction_grid", lambda block, kernel=None, **kw: 264)
+    x, partials = np.zeros(1_000_003, np.float32), np.zeros(1024, np.float32)
+    for name in ch06.REDUCE_VARIANTS:
+        ch06.reduce_launch(ks, name, x, None, 256, partials)
+    assert calls == [("reduce1_interleaved", 3907, 256, 1024), ("reduce2_sequential", 3907, 256, 1024),
+                     ("reduce3_first_add", 1954, 256, 1024), ("reduce4_shuffle", 1954, 256, 0),
+                     ("reduce5_grid_stride", 264, 256, 0), ("reduce6_partials", 264, 256, 0),
+                     ("reduce6_final", 1, 1024, 0)]
+    with pytest.raises(ValueError, match="power-of-two"):
+        ch06.reduce_launch(ks, "reduce1_interleaved", x, None, 96)
 
 
 def test_plots_and_sweeps_without_gpu(ch06):
@@ -121,29 +146,57 @@ def test_plots_and_sweeps_without_gpu(ch06):
 SIZES = (1, 33, 4097, 1_000_003, (1 << 22) + 5)
 
 
+@pytest.fixture(scope="module")
+def kernels(ch06):
+    """Every kernel the tables launch, compiled from the lesson cells."""
+    return ch06.lesson_kernels(ch06.REDUCE_KERNELS + ch06.SCAN_KERNELS + ch06.HIST_KERNELS)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6])
-def test_reduction_variants_exact(ch06, number):
+def test_reduction_variants_exact(ch06, kernels, number):
     """Does every variant sum integer-valued inputs exactly, for several block sizes?"""
     for block in (64, 256, 1024):
-        ch06.check_reduction(ch06.REDUCE_VARIANTS[number - 1], block, sizes=SIZES)
+        assert ch06.check_reduction(kernels, list(ch06.REDUCE_VARIANTS)[number - 1], block, sizes=SIZES)
 
 
 @pytest.mark.gpu
-def test_lesson_scans_and_histograms(ch06):
-    """Are the three-launch scan and both lesson histograms exact at odd sizes?"""
-    import cupy
+def test_reduction_check_catches_a_lost_element(ch06, kernels):
+    """Does the exact check fail a sum that drops one element (the last, a 2 in those inputs, by launching on
+    n - 1 elements)?"""
     course = import_course()
-    for n in SIZES:
-        xh, _ = ch06.exact_inputs(n, seed=n)
-        assert np.array_equal(ch06.scan_full(cupy.asarray(xh)).get(), np.cumsum(xh.astype(np.int64)).astype(np.float32))
-    m = course.compile(ch06.HIST_SRC)
-    for n in SIZES:
-        dh = ch06.hist_inputs(n, 37, seed=n)
-        for name in ("hist_global", "hist_shared"):
-            h = cupy.zeros(256, dtype=cupy.uint32)
-            m.kernel(name)(min(-(-n // 256), 264), 256, cupy.asarray(dh), h, n)
-            assert np.array_equal(h.get(), np.bincount(dh, minlength=256)), (name, n)
+    with pytest.raises(course.CheckError, match="wrong at n=33"):
+        ch06.check_exact("sum", lambda x, out: ch06.reduce_launch(kernels, "reduce5_grid_stride", x[:-1], out),
+                         "dropped", sizes=(33,))
+
+
+@pytest.mark.gpu
+def test_lesson_scans_and_histograms(ch06, kernels):
+    """Are the three-launch scan and both lesson histograms exact at odd sizes and skewed inputs?"""
+    import cupy
+    assert ch06.check_exact("scan", lambda x, y: ch06.scan_full(kernels, x, y), "three launches", SIZES)
+    for name in ch06.HIST_KERNELS:
+        assert ch06.check_exact("hist", lambda d, h: ch06.hist_launch(kernels[name], d, h), name, SIZES)
+        dh = ch06.hist_inputs(1_000_003, 37, seed=3)
+        h = cupy.zeros(256, dtype=cupy.uint32)
+        ch06.hist_launch(kernels[name], cupy.asarray(dh), h)
+        assert np.array_equal(h.get(), np.bincount(dh, minlength=256)), name
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_tables_check_then_time(ch06, kernels):
+    """Do the three lesson tables check and time every row against their CuPy anchor, the references included?"""
+    names = {"sum": ["cupy.sum"] + [f"{i}: {k}" for i, k in enumerate(ch06.REDUCE_VARIANTS, 1)]
+             + ["reference reduce_sum"],
+             "scan": ["cupy.cumsum", "three launches (reduce, then scan)", "single pass (decoupled look-back)"],
+             "hist": ["cupy.bincount", "global atomics", "shared-memory privatized", "reference (exercise)"]}
+    for kind, table in (("sum", ch06.reduction_table(kernels, n=1 << 24, verbose=False)),
+                        ("scan", ch06.scan_table(kernels, n=1 << 24, verbose=False)),
+                        ("hist", ch06.histogram_table(kernels, n=1 << 24, verbose=False))):
+        assert [r["name"] for r in table] == names[kind]
+        assert all(r["rate"] > 0 for r in table)
+        assert all(r["anchor"] == names[kind][0] for r in table[1:])
 
 
 @pytest.mark.gpu

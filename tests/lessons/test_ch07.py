@@ -1,5 +1,6 @@
-"""Chapter 07 helpers: the stages compile everywhere they should, the notebook shows the module's kernels,
-the tile model and the sweep explain themselves on a CPU, and on a GPU every stage and reference is right."""
+"""Chapter 07 helpers: the stages (the notebook's cells) compile everywhere they should, the graded ones stay out
+of the chapter, the tile model and the sweep explain themselves on a CPU, and on a GPU every stage and
+reference is right."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +17,7 @@ from repo_helpers import REPO, cuda_cells, import_course, read_json_notebook
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "07_staged_gemm"
 SOLUTIONS = REPO / "solutions" / STEM
-LESSON_SRCS = ("NAIVE_SRC", "COALESCED_SRC", "REG1D_SRC", "REG2D_SRC", "WMMA_SRC")
+LESSON_CELLS = ("gemm_naive", "gemm_coalesced", "gemm_reg1d", "gemm_reg2d", "gemm_wmma")
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +25,11 @@ def ch07():
     import_course()
     from course.lessons import ch07
     return ch07
+
+
+def cell(name):
+    """The chapter's %%cuda cell that defines ``name``."""
+    return import_course().lesson_cell(STEM, name)
 
 
 def _spec_module():
@@ -45,8 +51,8 @@ def test_lesson_and_solution_kernels_compile_without_spills(ch07):
     """Do the lesson kernels (WMMA from sm_80, at 1, 2 and 4 stages) and both references compile with no
     local memory?"""
     course = import_course()
-    builds = [(getattr(ch07, n), ARCHS, ()) for n in LESSON_SRCS if n != "WMMA_SRC"]
-    builds += [(ch07.WMMA_SRC, ("sm_80", "sm_90"), (f"-DSTAGES={s}",)) for s in (1, 2, 4)]
+    builds = [(cell(n).source, ARCHS, ()) for n in LESSON_CELLS if n != "gemm_wmma"]
+    builds += [(cell("gemm_wmma").source, ("sm_80", "sm_90"), (f"-DSTAGES={s}",)) for s in (1, 2, 4)]
     builds += [(p.read_text(), ARCHS, ()) for p in sorted(SOLUTIONS.glob("*.cu"))]
     for src, archs, options in builds:
         for arch in archs:
@@ -60,7 +66,7 @@ def test_wmma_needs_sm80(ch07):
     """Does the WMMA kernel refuse sm_75 (BF16 MMA and cp.async), which is why its cell says --requires sm_80?"""
     course = import_course()
     with pytest.raises(course.CompileError):
-        course.compile_for_arch(ch07.WMMA_SRC, "sm_75")
+        cell("gemm_wmma").compile_for_arch("sm_75")
 
 
 def test_regtile_reference_fits_the_plan():
@@ -73,14 +79,20 @@ def test_regtile_reference_fits_the_plan():
 
 # --- CPU: the notebooks -----------------------------------------------------------------------
 
-def test_lesson_cells_are_the_module_sources(ch07):
-    """Is every kernel the helpers run the text of a %%cuda cell, the WMMA one marked --requires sm_80?"""
+def test_every_stage_is_a_notebook_cell_or_a_solution(ch07):
+    """Does every ungraded stage name a %%cuda cell that defines its kernel (the WMMA one marked --requires
+    sm_80, its -DSTAGES left to the stages), every graded one a solution file, and does the module keep no
+    kernel source of its own?"""
     cells = [c.rstrip("\n") for c in cuda_cells(STEM)]
-    for name in LESSON_SRCS:
-        assert getattr(ch07, name).rstrip("\n") in cells, f"no %%cuda cell equal to ch07.{name}"
-    nb = read_json_notebook(REPO / "chapters" / f"{STEM}.ipynb")
-    srcs = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    assert "%%cuda --requires sm_80\n" + ch07.WMMA_SRC in srcs
+    for st in ch07.STAGES:
+        if st.cell is None:
+            assert st.key in ("tiled", "vector") and (SOLUTIONS / f"{st.kernel}.cu").is_file(), st.key
+            continue
+        c = cell(st.cell)
+        assert st.kernel in c.kernels and c.source.rstrip("\n") in cells and st.source() == c.source, st.key
+    wmma = cell("gemm_wmma")
+    assert wmma.requires == "sm_80" and not any("STAGES" in o for o in wmma.options)
+    assert "__global__" not in (REPO / "course" / "lessons" / "ch07.py").read_text()
 
 
 def test_chapter_does_not_show_the_graded_kernels(ch07):
@@ -89,7 +101,7 @@ def test_chapter_does_not_show_the_graded_kernels(ch07):
     text = "\n".join("".join(c["source"]) for c in nb["cells"])
     for name in ("sgemm_tiled", "sgemm_regtile"):
         assert f"void {name}" not in text and f"{name}(" not in text, name
-    shown = "\n".join(getattr(ch07, n) for n in LESSON_SRCS)
+    shown = "\n".join(cell(n).source for n in LESSON_CELLS)
     for path in sorted(SOLUTIONS.glob("*.cu")):   # nor any line of their solution regions the lesson kernels lack
         region = path.read_text().split("BEGIN SOLUTION")[1].split("END SOLUTION")[0]
         lines = [ln.strip() for ln in region.splitlines() if len(ln.strip()) > 30 and ln.strip() not in shown]
@@ -97,24 +109,25 @@ def test_chapter_does_not_show_the_graded_kernels(ch07):
 
 
 def test_exercise_shows_stage_5_as_a_comparison_kernel(ch07):
-    """Is the exercise's non-graded comparison cell the chapter's REG2D_SRC, graded under sgemm_regtile's name?"""
+    """Is the exercise's non-graded comparison cell the chapter's stage 5 cell, graded under sgemm_regtile's name?"""
     nb = read_json_notebook(REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb")
     srcs = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    assert "%%cuda --name gemm_reg2d\n" + ch07.REG2D_SRC in srcs
+    assert "%%cuda --name gemm_reg2d\n" + cell("gemm_reg2d").source in srcs
     assert any('.replace("gemm_reg2d", "sgemm_regtile")' in s and "source=" in s for s in srcs)
-    cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith("%%cuda --name gemm_reg2d"))
-    assert "nbgrader" not in cell["metadata"] and not cell["metadata"].get("tags")
+    shown = next(c for c in nb["cells"] if "".join(c["source"]).startswith("%%cuda --name gemm_reg2d"))
+    assert "nbgrader" not in shown["metadata"] and not shown["metadata"].get("tags")
 
 
 # --- CPU: the model ---------------------------------------------------------------------------
 
 def test_stage_table_is_consistent(ch07):
-    """Are stage numbers and keys unique, every shipped source defining its kernel, every launch covering C?"""
+    """Are stage numbers, keys and row names unique, every shipped source defining its kernel, every launch
+    covering C?"""
     stages = ch07.STAGES
-    assert len({s.number for s in stages}) == len(stages) == len({s.key for s in stages})
+    assert len({s.number for s in stages}) == len(stages) == len({s.key for s in stages}) == len({s.name for s in stages})
     assert [s.precision for s in stages] == ["fp32"] * 6 + ["bf16"] * 3
     for st in stages:
-        text = st.text()
+        text = st.source()
         assert text is not None, f"{st.key}: solutions/{STEM} is part of this repository"
         assert f"{st.kernel}(" in text
         for m, n, k in ((1, 1, 1), (1000, 1037, 1009), (4096, 4096, 4096)):
@@ -165,7 +178,7 @@ def test_tile_config_explains_invalid_shapes(ch07, shape, threads, words):
 
 
 def test_tile_config_agrees_with_the_kernel(ch07):
-    """Do the sweep's shapes that tile_config rejects for the loader fail REG2D_SRC's static_assert, and corner
+    """Do the sweep's shapes that tile_config rejects for the loader fail gemm_reg2d's static_assert, and corner
     shapes it accepts compile?"""
     course = import_course()
     grid = [dict(zip(ch07.SWEEP_PARAMS, v)) for v in itertools.product(*ch07.SWEEP_PARAMS.values())]
@@ -176,60 +189,89 @@ def test_tile_config_agrees_with_the_kernel(ch07):
     opts = lambda d: [f"-D{k}={v}" for k, v in d.items()]  # noqa: E731
     for d in split:
         with pytest.raises(course.CompileError, match="split evenly"):
-            course.compile_for_arch(ch07.REG2D_SRC, "sm_90", options=opts(d))
+            cell("gemm_reg2d").compile_for_arch("sm_90", options=opts(d))
     threads = lambda d: (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])  # noqa: E731
     corners = [min(valid, key=threads), max(valid, key=threads), dict(BM=128, BN=128, BK=8, TM=8, TN=8)]
     for d in corners:
-        assert course.compile_for_arch(ch07.REG2D_SRC, "sm_90", options=opts(d)).cubin, d
+        assert cell("gemm_reg2d").compile_for_arch("sm_90", options=opts(d)).cubin, d
 
 
 # --- CPU: recordings, sweep and table ---------------------------------------------------------
 
-def _fake_rows(ch07, keys=("naive", "coalesced", "tiled", "reg2d", "vector", "wmma_ms")):
-    """Stage rows as the benchmark module writes them (its own code path), with made-up numbers."""
-    from benchmarks._suite import Context
-    mod = importlib.import_module(f"benchmarks.rows.{STEM}")
-    fake = []
+def _fake_comparison(ch07, keys=("naive", "coalesced", "tiled", "reg2d", "vector", "wmma_ms")):
+    """What compare_stages returns (the two cuBLAS anchors, then the stages), with made-up numbers."""
+    from course.variants import Comparison
+    rows = Comparison()
+    rows.unit = "TFLOP/s"
+    base = {"fp32": ("cuBLAS SGEMM 4096^3 (FP32, TF32 off)", 50.0), "bf16": ("cuBLAS BF16 4096^3", 700.0)}
+    common = {"about": "", "ms": 1.0, "spread": 0.01, "unit": "TFLOP/s", "result": None}
+    for name, rate in base.values():
+        rows.append(dict(common, name=name, rate=rate, anchor=None, of_anchor=None, is_anchor=True))
     for i, st in enumerate(s for s in ch07.STAGES if s.key in keys):
-        base = 50.0 if st.precision == "fp32" else 700.0
-        fake.append({"stage": st.number, "key": st.key, "title": st.title, "precision": st.precision,
-                     "tflops": base * (i + 1) / 10, "cublas_tflops": base, "fraction": (i + 1) / 10,
-                     "ms": 1.0, "intensity": ch07.stage_intensity(st)})
-    ctx = Context(type("C", (), {"copy_gbps": 3000.0})(), STEM)
-    return mod, fake, ctx
+        anchor, rate = base[st.precision]
+        rows.append(dict(common, name=st.name, rate=rate * (i + 1) / 10, anchor=anchor, of_anchor=(i + 1) / 10,
+                         is_anchor=False))
+    return rows
 
 
 def test_benchmark_rows_round_trip_through_a_recording(ch07, tmp_path, monkeypatch, capsys):
-    """Does the benchmark module import without CUDA, and are its rows read back as the staged table?"""
-    mod, fake, ctx = _fake_rows(ch07)
-    monkeypatch.setattr(ch07, "measure_stages", lambda **kw: fake)
-    rows = [r.to_dict() for r in mod.rows(ctx)]
-    assert [r["name"].split(":")[0] for r in rows] == [f"stage {f['stage']}" for f in fake]
+    """Does the benchmark module import without CUDA and turn the comparison into rows with the recorded names,
+    anchors and target, and are they read back (table, bars, roofline) as the staged table?"""
+    from benchmarks._suite import Context
+    mod = importlib.import_module(f"benchmarks.rows.{STEM}")
+    fake = _fake_comparison(ch07)
+    stages = [f for f in fake if not f["is_anchor"]]
+    monkeypatch.setattr(ch07, "compare_stages", lambda **kw: fake)
+    rows = [r.to_dict() for r in mod.rows(Context(type("C", (), {"copy_gbps": 3000.0})(), STEM))]
+    assert [r["name"] for r in rows] == [f["name"] for f in stages]
+    assert rows[0]["name"] == "stage 1: naive: one output per thread, x down a column"     # as recorded until now
+    assert {r["anchor"] for r in rows} == {"cuBLAS SGEMM 4096^3 (FP32, TF32 off), same run", "cuBLAS BF16 4096^3, same run"}
+    assert [r["ratio"] for r in rows] == pytest.approx([f["of_anchor"] for f in stages])
+    assert [r["target"] for r in rows] == [0.70 if r["name"].startswith("stage 6:") else None for r in rows]
     (tmp_path / "test-gpu.json").write_text(json.dumps({"device": {"name": "Test GPU"}, "rows": rows}))
     _no_gpu_and_results_in(monkeypatch, tmp_path)
-    got = ch07.show_stages()
+    got = ch07.recorded_stages()
     out = capsys.readouterr().out
-    assert "recorded on Test GPU" in out
-    assert [(r["key"], r["tflops"], r["fraction"]) for r in got] == \
-        [(f["key"], f["tflops"], pytest.approx(f["fraction"])) for f in fake]
+    assert "Test GPU" in out and "stage 8b" in out
+    assert [(r["name"], r["rate"], r["of_anchor"]) for r in got] == \
+        [(f["name"], f["rate"], pytest.approx(f["of_anchor"])) for f in stages]
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    ax = ch07.plot_stages(got)
-    assert len(ax.patches) == len(got)
-    assert [p[1] for p in ch07.roofline_points(got)] == [f["intensity"] for f in fake]
+    assert len(got.plot().patches) == len(got)
+    want = [ch07.stage_intensity(st) for st in ch07.STAGES if st.name in {f["name"] for f in stages}]
+    assert [p[1] for p in ch07.roofline_points(got)] == [p[1] for p in ch07.roofline_points(fake)] == want
     plt.close("all")
-    # measured rows without the graded stages: the table names them, with the recording's numbers
-    ch07.show_stages([f for f in fake if f["key"] not in ("tiled", "vector")])
+
+
+def test_stage_rows_keep_their_recorded_names(ch07):
+    """Are the stages' row names (what compare_stages shows and the benchmark suite records) those recorded so far?"""
+    rec = [r["name"] for r in import_course().results.recorded_rows(STEM)[0]]
+    if not rec:
+        pytest.skip("no recording of chapter 07 in benchmarks/results")
+    assert rec == [st.name for st in ch07.STAGES]
+
+
+def test_stages_left_out_say_why(ch07, tmp_path, monkeypatch, capsys):
+    """Without solutions/ (a student's copy) or sm_80, are the graded and the BF16 stages left out of the
+    comparison with a sentence each, the graded ones with the recorded numbers where there are some?"""
+    course = import_course()
+    rec = [{"chapter": STEM, "name": next(s.name for s in ch07.STAGES if s.key == "tiled"), "value": 9.0,
+            "unit": "TFLOP/s", "ratio": 0.17}]
+    (tmp_path / "test-gpu.json").write_text(json.dumps({"device": {"name": "Test GPU"}, "rows": rec}))
+    _no_gpu_and_results_in(monkeypatch, tmp_path)
+    monkeypatch.setattr(course, "solution_source", lambda chapter, name: None)
+    assert ch07.stage_variants(keys=["tiled", "vector", "wmma", "wmma_ms"]) == ([], [])
     out = capsys.readouterr().out
-    assert "measured on this GPU" in out
-    assert "stage 3 (tiled) is a graded exercise" in out and "recorded on Test GPU" in out
+    assert "stage 3: shared-memory tiles 32 x 32: left out, the graded exercise sgemm_tiled" in out
+    assert "9.0 TFLOP/s, 0.17x cuBLAS" in out and "sgemm_regtile" in out
+    assert out.count("need sm_80 or newer") == 2
 
 
-def test_show_stages_without_recording(ch07, tmp_path, monkeypatch, capsys):
+def test_recorded_stages_without_recording(ch07, tmp_path, monkeypatch, capsys):
     """With no GPU and nothing recorded, does the table say how to record it instead of failing?"""
     _no_gpu_and_results_in(monkeypatch, tmp_path)
-    assert ch07.show_stages() == []
+    assert ch07.recorded_stages() == []
     assert "No recorded staged table yet" in capsys.readouterr().out
 
 
@@ -276,14 +318,14 @@ def test_spec_references_agree(ch07):
     for key, name in (("tiled", "sgemm_tiled"), ("vector", "sgemm_regtile")):
         ex = get_exercise(STEM, name)
         st = by_key[key]
-        assert st.source == f"solution:{name}" and st.kernel == ex.kernel == name
+        assert st.cell is None and st.kernel == ex.kernel == name
         assert ex.source_file == f"{name}.cu" and (SOLUTIONS / ex.source_file).exists()
         for sizes in ({"m": 1, "n": 1, "k": 1}, {"m": 1000, "n": 1037, "k": 1009}, {"m": 4096, "n": 4096, "k": 4096}):
             grid, block, smem = ex.launch(sizes, dict(ex.launch_defaults))
             want = st.launch(sizes["m"], sizes["n"], sizes["k"])
             assert (tuple(grid), block, smem) == (tuple(want[0]), want[1], want[2]), (name, sizes)
     # stage 5 runs in sgemm_regtile's default geometry, so the exercise can grade it (and the test below does)
-    reg2d = ch07.REG2D_SRC.replace("gemm_reg2d", "sgemm_regtile")
+    reg2d = cell("gemm_reg2d").source.replace("gemm_reg2d", "sgemm_regtile")
     ref = (SOLUTIONS / "sgemm_regtile.cu").read_text()
     sig = lambda src: [(p.dtype, p.pointer) for p in parse_kernels(src)["sgemm_regtile"]]  # noqa: E731
     assert sig(reg2d) == sig(ref)
@@ -294,7 +336,7 @@ def test_spec_references_agree(ch07):
     from autograder.signature import compare_signature
     assert compare_signature(ex, reg2d) == ""
     assert compare_signature(get_exercise(STEM, "sgemm_tiled"),
-                             ch07.COALESCED_SRC.replace("gemm_coalesced", "sgemm_tiled")) == ""
+                             cell("gemm_coalesced").source.replace("gemm_coalesced", "sgemm_tiled")) == ""
 
 
 # --- GPU --------------------------------------------------------------------------------------
@@ -307,14 +349,13 @@ BF16_SIZES = ((1, 8, 8), (33, 72, 40), (257, 136, 1032), (1000, 1032, 520))   # 
 def test_stages_correct_at_odd_sizes(ch07):
     """Is every stage that runs here right at sizes that leave partial tiles, C poisoned with NaN first?"""
     course = import_course()
-    lesson = ch07.Lesson()
-    want = {s.key for s in ch07.STAGES if s.precision == "fp32" or course.supports("bf16_mma")}
-    assert set(lesson.kernels) == want, lesson.skipped
-    for key, (st, _k) in lesson.kernels.items():
+    stages = [s for s in ch07.STAGES if s.precision == "fp32" or course.supports("bf16_mma")]
+    for st in stages:
+        run = st.launcher()
         for m, n, k in (FP32_SIZES if st.precision == "fp32" else BF16_SIZES):
             a, b, c = course.gemm.make_inputs(m, n, k, st.precision, seed=m + n + k)
-            lesson.run(key, a, b, c)
-            res = course.gemm.check_gemm(c, a, b, st.precision, name=f"{key} {m}x{n}x{k}")
+            run(a, b, c)
+            res = course.gemm.check_gemm(c, a, b, st.precision, name=f"{st.key} {m}x{n}x{k}")
             assert res, res.message
 
 
@@ -340,15 +381,15 @@ def test_solutions_correct_at_odd_sizes(ch07):
 def test_check_gemm_catches_a_wrong_result(ch07):
     """Does check_gemm pass a right product and fail one wrong output, in FP32 and in BF16?"""
     course = import_course()
-    lesson = ch07.Lesson(keys=["coalesced", "wmma_db"])
+    run = {s.key: s.launcher for s in ch07.STAGES}
     a, b, c = course.gemm.make_inputs(300, 200, 100, seed=5)
-    lesson.run("coalesced", a, b, c)
+    run["coalesced"]()(a, b, c)
     assert course.gemm.check_gemm(c, a, b)
     c[17, 42] += 1.0          # max |C| is about 40 here: the tolerance is ~4e-3
     assert not course.gemm.check_gemm(c, a, b)
     if course.supports("bf16_mma"):
         a, b, c = course.gemm.make_inputs(300, 200, 104, "bf16", seed=6)
-        lesson.run("wmma_db", a, b, c)
+        run["wmma_db"]()(a, b, c)
         assert course.gemm.check_gemm(c, a, b, "bf16")
         i = int(abs(c.view(np.int16) & 0x7FFF).argmax())   # the largest |C|: flip its sign
         c.ravel()[i] ^= 0x8000
@@ -374,7 +415,7 @@ def test_stage_5_graded_as_regtile_earns_correctness_and_speed(ch07):
     from autograder.report import Status
     from autograder.runner import grade_source
     ex = get_exercise(STEM, "sgemm_regtile")
-    report = grade_source(STEM, "sgemm_regtile", ch07.REG2D_SRC.replace("gemm_reg2d", "sgemm_regtile"))
+    report = grade_source(STEM, "sgemm_regtile", cell("gemm_reg2d").source.replace("gemm_reg2d", "sgemm_regtile"))
     print(report.feedback())
     assert report.status in Status.CORRECT and report.speed is not None, report.feedback()
     assert report.points >= ex.points.correctness + ex.points.speed / 2, report.feedback()
@@ -388,22 +429,41 @@ def test_stage_2_graded_as_tiled_misses_the_speed_points(ch07):
     from autograder import get_exercise
     from autograder.runner import grade_source
     ex = get_exercise(STEM, "sgemm_tiled")
-    report = grade_source(STEM, "sgemm_tiled", ch07.COALESCED_SRC.replace("gemm_coalesced", "sgemm_tiled"))
+    report = grade_source(STEM, "sgemm_tiled", cell("gemm_coalesced").source.replace("gemm_coalesced", "sgemm_tiled"))
     print(report.feedback())
     assert report.points == ex.points.correctness, report.feedback()
 
 
 @pytest.mark.gpu
-def test_measure_stages_small(ch07):
-    """Does measure_stages check and time a few stages with cuBLAS in the same run? (How fast each stage is
-    belongs to the benchmark suite's rows, not to a test.)"""
+def test_compare_stages_small(ch07):
+    """Does compare_stages check and time a few stages with the cuBLAS of their precision in the same run? (How
+    fast each stage is belongs to the benchmark suite's rows, not to a test.)"""
     course = import_course()
     keys = ["coalesced", "reg2d"] + (["wmma_ms"] if course.supports("bf16_mma") else [])
-    rows = ch07.measure_stages(size=2048, keys=keys, budget_s=0.3, progress=False)
-    by = {r["key"]: r for r in rows}
-    assert set(by) == set(keys)
+    rows = ch07.compare_stages(size=2048, keys=keys, budget_s=0.3, progress=False, verbose=False)
+    by_key = {s.key: s for s in ch07.STAGES}
+    anchors = {r["name"]: r for r in rows if r["is_anchor"]}
+    stages = [r for r in rows if not r["is_anchor"]]
+    assert [r["name"] for r in stages] == [by_key[k].name for k in keys]
+    assert len(anchors) == (2 if "wmma_ms" in keys else 1)
     for r in rows:
-        assert r["tflops"] > 0 and r["fraction"] == pytest.approx(r["tflops"] / r["cublas_tflops"])
+        assert r["rate"] > 0
+    for r in stages:
+        assert ("BF16" in r["anchor"]) == ("WMMA" in r["name"])
+        assert r["of_anchor"] == pytest.approx(r["rate"] / anchors[r["anchor"]]["rate"])
+    assert [p[1] for p in ch07.roofline_points(rows)] == [ch07.stage_intensity(by_key[k]) for k in keys]
+
+
+@pytest.mark.gpu
+def test_compare_stages_stops_on_a_wrong_stage(ch07, monkeypatch):
+    """Does a stage that skips part of C (the cell's kernel launched on too small a grid) stop the comparison
+    before anything is timed?"""
+    course = import_course()
+    st = next(s for s in ch07.STAGES if s.key == "coalesced")
+    short = dataclasses.replace(st, block_tile=(16, 32))      # blocks of 8 rows, 16 apart: half of C is never written
+    monkeypatch.setattr(ch07, "STAGES", [short])
+    with pytest.raises(course.CheckError, match="nothing was timed"):
+        ch07.compare_stages(size=256, progress=False, verbose=False)
 
 
 @pytest.mark.gpu

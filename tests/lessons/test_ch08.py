@@ -1,4 +1,5 @@
-"""Chapter 08 helpers: kernels compile, cells match the module, fragment layouts and swizzles are right."""
+"""Chapter 08 helpers: kernels compile, the helpers run the notebook's cells, fragment layouts and swizzles are
+right, and the ablation is one comparison whose rows keep their recorded names."""
 from __future__ import annotations
 
 import importlib.util
@@ -51,6 +52,16 @@ def ch08():
     return ch08
 
 
+def cell(name):
+    """The chapter's %%cuda cell that defines ``name``."""
+    return import_course().lesson_cell(STEM, name)
+
+
+def reference():
+    """solutions/08_tensor_cores/mma_gemm.cu (part of this repository)."""
+    return import_course().solution_source(STEM, "mma_gemm")
+
+
 def spec_module():
     spec = importlib.util.spec_from_file_location("spec08", REPO / "autograder" / "specs" / f"{STEM}.py")
     mod = importlib.util.module_from_spec(spec)
@@ -75,13 +86,13 @@ def no_local(prog, where):
 def test_lesson_kernels_compile_without_spills(ch08):
     """Do the probe and the first GEMM build for sm_75..sm_90 (FP16 fallback on sm_75), and the peak from sm_80?"""
     course = import_course()
-    for name in ("PROBE_SRC", "SIMPLE_SRC"):
+    for name in ("mma_probe", "mma_simple"):
         for arch in ARCHS:
-            no_local(course.compile_for_arch(getattr(ch08, name), arch), (name, arch))
+            no_local(cell(name).compile_for_arch(arch), (name, arch))
     for arch in ("sm_80", "sm_90"):
-        no_local(course.compile_for_arch(ch08.PEAK_SRC, arch), ("PEAK_SRC", arch))
+        no_local(cell("mma_peak").compile_for_arch(arch), ("mma_peak", arch))
     with pytest.raises(course.CompileError):            # BF16 MMA: the cell says --requires sm_80
-        course.compile_for_arch(ch08.PEAK_SRC, "sm_75")
+        cell("mma_peak").compile_for_arch("sm_75")
 
 
 def test_solutions_compile_without_spills():
@@ -100,7 +111,7 @@ def test_ablation_variants_compile_without_spills(ch08, label, cfg):
     course = import_course()
     opts = [f"-D{k}={v}" for k, v in dict(ch08._DEFAULTS, **cfg).items()]
     for arch in ("sm_80", "sm_90"):
-        prog = course.compile_for_arch(ch08.mma_gemm_source(), arch, options=opts)
+        prog = course.compile_for_arch(reference(), arch, options=opts)
         no_local(prog, (label, arch))
         assert prog.resources["mma_gemm"].registers <= 255
     assert ch08.mma_gemm_smem(**cfg) <= 227 * 1024
@@ -110,11 +121,11 @@ def test_tensor_core_instructions_in_sass(ch08):
     """Is there HMMA (and LDSM) in the lesson kernels and the reference, LDGSTS (cp.async) in the reference,
     and no HMMA in a CUDA-core kernel (what the grader's required_sass check rejects)?"""
     course = import_course()
-    sass75 = sass_or_skip(course.compile_for_arch(ch08.SIMPLE_SRC, "sm_75"))
+    sass75 = sass_or_skip(cell("mma_simple").compile_for_arch("sm_75"))
     assert "HMMA.1688" in sass75 and "LDSM" in sass75 and "HMMA.16816" not in sass75
-    sass80 = sass_or_skip(course.compile_for_arch(ch08.SIMPLE_SRC, "sm_80"))
+    sass80 = sass_or_skip(cell("mma_simple").compile_for_arch("sm_80"))
     assert "HMMA.16816.F32.BF16" in sass80 and "LDSM" in sass80
-    ref = sass_or_skip(course.compile_for_arch(ch08.mma_gemm_source(), "sm_90"))
+    ref = sass_or_skip(course.compile_for_arch(reference(), "sm_90"))
     assert "HMMA.16816.F32.BF16" in ref and "LDSM.16.MT88.4" in ref and "LDGSTS" in ref
     wmma = sass_or_skip(course.compile_for_arch((SOLUTIONS / "wmma_gemm.cu").read_text(), "sm_80"))
     assert "HMMA" in wmma
@@ -143,21 +154,21 @@ def chapter_cells() -> list:
             for c in nb["cells"]]
 
 
-def test_lesson_cells_are_the_module_sources(ch08):
-    """Are the kernels the helpers run the text of the notebook's %%cuda cells, the peak marked sm_80?"""
+def test_the_helpers_run_the_notebook_cells(ch08):
+    """Are the kernels the helpers run %%cuda cells of the notebook (the peak marked sm_80, the probe and the
+    first GEMM for every GPU), with no kernel source kept in the lesson module?"""
     cells = [c.rstrip("\n") for c in cuda_cells(STEM)]
-    for src in (ch08.PROBE_SRC, ch08.SIMPLE_SRC, ch08.PEAK_SRC):
-        assert src.rstrip("\n") in cells
     lines = {src.split("\n", 1)[1].rstrip("\n"): src.split("\n", 1)[0]
              for src, kind in chapter_cells() if kind == "code" and src.startswith("%%cuda")}
-    assert lines[ch08.PEAK_SRC.rstrip("\n")] == "%%cuda --requires sm_80"
-    assert lines[ch08.PROBE_SRC.rstrip("\n")] == "%%cuda"      # these two must run on sm_75 (FP16 fallback)
-    assert lines[ch08.SIMPLE_SRC.rstrip("\n")] == "%%cuda"
+    for name, magic in (("mma_probe", "%%cuda"), ("mma_simple", "%%cuda"), ("mma_peak", "%%cuda --requires sm_80")):
+        src = cell(name).source.rstrip("\n")
+        assert src in cells and lines[src] == magic, name      # the probe and mma_simple run on sm_75 (FP16)
+    assert "__global__" not in (REPO / "course" / "lessons" / "ch08.py").read_text()
 
 
 def test_gpu_work_in_the_chapter_is_guarded():
     """Does every chapter cell that launches work sit behind %%gpu or course.gpu_available()?"""
-    gpu_calls = ("probe_layouts(", "simple_gemm(", "measure_ablation(", "mma_peak(", "course.benchmark(")
+    gpu_calls = ("probe_layouts(", "simple_gemm(", "compare_ablation(", "mma_peak(", "course.benchmark(")
     for src, kind in chapter_cells():
         if kind == "code" and not src.startswith("%%cuda") and any(c in src for c in gpu_calls):
             assert src.startswith("%%gpu") or "course.gpu_available()" in src, src[:200]
@@ -334,7 +345,7 @@ def test_ldmatrix_access_every_kstep(ch08, row_bytes, plain):
 def test_padded_rows_of_the_first_gemm_are_conflict_free():
     """Are mma_simple's 80-byte A rows and 144-byte B rows conflict-free for its ldmatrix loads?"""
     import_course()
-    from course.lessons.ch05 import bank_access
+    from course.access import bank_access
     for kk in (0, 2):       # 16-byte chunks: k = 0 and k = 16
         assert bank_access(lambda lane: (lane & 15) * 5 + kk + (lane >> 4), elem_bytes=16).degree == 1
     for j in range(4):      # .x2.trans uses lanes 0-15: rows k, one 16-byte chunk of n each
@@ -416,7 +427,7 @@ def test_spec_launch_matches_the_references(ch08):
     assert ex.launch({"m": 4096, "n": 4096, "k": 4096}, cfg) == (512, 256, 98304)
     assert ex.launch({"m": 777, "n": 264, "k": 520}, cfg) == (4 * 3, 256, 98304)
     assert ex.required_sass == ("HMMA",)
-    assert "98304 with the" in ch08.mma_gemm_source()
+    assert "98304 with the" in reference()
 
 
 def test_smem_of_each_variant(ch08):
@@ -427,25 +438,36 @@ def test_smem_of_each_variant(ch08):
 
 
 def test_benchmark_rows_import():
-    """Does benchmarks/rows/08_tensor_cores.py import without CUDA and find the solutions?"""
+    """Does benchmarks/rows/08_tensor_cores.py import without CUDA, with the solutions it times here?"""
     import importlib
-    import_course()
+    course = import_course()
     mod = importlib.import_module("benchmarks.rows.08_tensor_cores")
     assert callable(mod.rows)
-    assert (mod.SOLUTIONS / "mma_gemm.cu").is_file() and (mod.SOLUTIONS / "wmma_gemm.cu").is_file()
+    assert course.solution_source(STEM, "mma_gemm.cu") and course.solution_source(STEM, "wmma_gemm.cu")
 
 
-def test_show_ablation_without_gpu_says_so(ch08, capsys):
-    """Without a GPU, do the ablation helpers print a sentence (or the recording) and never raise?"""
+def test_ablation_rows_keep_their_recorded_names(ch08):
+    """Are the ablation's row names (what the benchmark suite records) the ones recorded so far, the reference
+    first, and every variant a different set of macros?"""
+    course = import_course()
+    names = [f"mma_gemm: {label}" for label, _cfg in ch08.ABLATION]
+    assert names[0] == "mma_gemm: reference (everything on)" and ch08.ABLATION[0][1] == {}
+    assert len({tuple(sorted(cfg.items())) for _l, cfg in ch08.ABLATION}) == len(ch08.ABLATION)
+    rec = [r["name"] for r in course.results.recorded_rows(STEM)[0] if r["name"].startswith("mma_gemm: ")]
+    if not rec:
+        pytest.skip("no recording of chapter 08 in benchmarks/results")
+    assert rec == names
+
+
+def test_compare_ablation_without_gpu_says_so(ch08, capsys):
+    """Without a GPU, does the ablation print a sentence naming what it needs and where the recording is, and
+    never raise?"""
     course = import_course()
     if course.gpu_available():
         pytest.skip("a GPU is present: the GPU tier measures the ablation")
-    assert ch08.measure_ablation() == []
-    rows = ch08.show_ablation()
+    assert ch08.compare_ablation() == []
     out = capsys.readouterr().out
-    assert out.strip() and "Traceback" not in out
-    assert "sm_80" in out
-    assert isinstance(rows, list) and (not rows or "mma_gemm at 4096^3" in out)
+    assert "sm_80" in out and "show_recorded" in out and "Traceback" not in out
 
 
 # --- GPU -------------------------------------------------------------------------------------------
@@ -501,12 +523,39 @@ def test_ablation_variants_correct_at_odd_shapes(ch08, label, cfg):
     """Is every ablation variant (bf16 out) right at shapes with partial tiles in m, n and k?"""
     _need_sm80()
     from course.gemm import check_gemm, make_inputs
-    launch = ch08._mma_kernel(cfg)
+    launch = ch08.mma_gemm_launcher(cfg)
     for m, n, k in ODD:
         a, b, c = make_inputs(m, n, k, "bf16", seed=m + k)
         launch(a, b, c)
         ok = check_gemm(c, a, b, "bf16", name=f"{label} {m}x{n}x{k}")
         assert ok, ok.message
+
+
+@pytest.mark.gpu
+def test_compare_ablation_small(ch08):
+    """Does compare_ablation check every variant, then time all of them with cuBLAS BF16 in one table? (How fast
+    each is belongs to the benchmark suite's rows, not to a test.)"""
+    _need_sm80()
+    rows = ch08.compare_ablation(size=1024, budget_s=0.2, progress=False, verbose=False)
+    anchors = [r for r in rows if r["is_anchor"]]
+    variants = [r for r in rows if not r["is_anchor"]]
+    assert [r["name"] for r in anchors] == ["cuBLAS BF16 1024^3 (bf16 out)"]
+    assert [r["name"] for r in variants] == [f"mma_gemm: {label}" for label, _cfg in ch08.ABLATION]
+    for r in variants:
+        assert r["rate"] > 0 and r["of_anchor"] == pytest.approx(r["rate"] / anchors[0]["rate"])
+
+
+@pytest.mark.gpu
+def test_helpers_take_the_notebooks_kernels(ch08):
+    """Do probe_layouts and simple_gemm run a kernel compiled from the notebook's cell, as the notebook passes it?"""
+    probe = cell("mma_probe").kernel()
+    found = ch08.probe_layouts(probe)
+    assert all(np.array_equal(found[op], ch08.fragment_map(op)) for op in "ABC")
+    kind = ch08.input_dtype()
+    a, b, c = _inputs16(128, 192, 64, kind, seed=4)
+    ch08.simple_gemm(cell("mma_simple").kernel())(a, b, c)
+    ok = _float_check(c, a, b, kind)
+    assert ok, ok.message
 
 
 @pytest.mark.gpu
@@ -516,7 +565,7 @@ def test_graded_reference_float_out_at_odd_shapes(ch08):
     course = import_course()
     from autograder import get_exercise
     ex = get_exercise(STEM, "mma_gemm")
-    k_ref = course.compile(ch08.mma_gemm_source()).kernel("mma_gemm")
+    k_ref = course.compile(reference()).kernel("mma_gemm")
     for m, n, k in ODD:
         a, b, c = _inputs16(m, n, k, "bf16", seed=m)
         grid, block, smem = ex.launch({"m": m, "n": n, "k": k}, dict(ex.launch_defaults))

@@ -1,16 +1,20 @@
-"""Chapter 09 helpers: kernels compile everywhere, cells match the module, references agree with NumPy."""
+"""Chapter 09 helpers: the notebook's kernels compile everywhere and agree with the module's constants,
+the grader's float64 reference agrees with NumPy and with the lesson's sampled check."""
 from __future__ import annotations
 
-import json
+import functools
+import importlib.util
 
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, cuda_cells, import_course
+from repo_helpers import REPO, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "09_convolution"
 SOLUTIONS = REPO / "solutions" / STEM
+EXERCISE_NB = REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb"
+LESSON_KERNELS = ("conv_naive", "conv_cmem", "conv_reg")
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +24,31 @@ def ch09():
     return ch09
 
 
-def test_lesson_and_solution_kernels_compile_without_spills(ch09):
-    """Do the lesson kernels and both references compile for sm_75..sm_90 with no local memory?"""
+@functools.lru_cache(maxsize=None)
+def _spec():
+    spec = importlib.util.spec_from_file_location("spec09", REPO / "autograder" / "specs" / f"{STEM}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def correlate64(x, w, n):
+    """The grader's float64 reference (autograder/specs/09_convolution.py): the one the tests trust."""
+    return _spec().correlate64(x, w, n)
+
+
+def slow_blocked_source() -> str:
+    """The exercise notebook's slow starting kernel for conv_blocked (its home), renamed to be graded as it."""
     course = import_course()
-    srcs = [ch09.NAIVE_SRC, ch09.CONST_SRC, ch09.REG_SRC, ch09.SLOW_BLOCKED_SRC] + [p.read_text() for p in sorted(SOLUTIONS.glob("*.cu"))]
+    return course.notebook_cells(EXERCISE_NB)["conv_blocked_slow"].source.replace("conv_blocked_slow", "conv_blocked")
+
+
+def test_lesson_and_solution_kernels_compile_without_spills(ch09):
+    """Do the lesson cells, the exercise's slow kernel and both references compile for sm_75..sm_90 with no
+    local memory?"""
+    course = import_course()
+    srcs = ([course.lesson_cell(STEM, k).source for k in LESSON_KERNELS] + [slow_blocked_source()]
+            + [p.read_text() for p in sorted(SOLUTIONS.glob("*.cu"))])
     for src in srcs:
         for arch in ARCHS:
             prog = course.compile_for_arch(src, arch)
@@ -39,11 +64,14 @@ def test_blocked_reference_fits_the_plan(ch09):
     assert res.registers <= 128 and res.static_smem <= 48 * 1024
 
 
-def test_lesson_cells_are_the_module_sources(ch09):
-    """Are the kernels the helpers run the same text as the notebook's %%cuda cells?"""
-    cells = [c.rstrip("\n") for c in cuda_cells(STEM)]
-    for src in (ch09.NAIVE_SRC, ch09.CONST_SRC, ch09.REG_SRC):
-        assert src.rstrip("\n") in cells
+def test_module_constants_are_the_cells(ch09):
+    """Do the module's launch constants (R, BLOCK, MAX_TAPS, TAPS) say what the notebook's cells define?"""
+    course = import_course()
+    reg = course.lesson_cell(STEM, "conv_reg").source
+    assert f"#define R {ch09.REG_OUTPUTS}\n" in reg and f"#define BLOCK {ch09.REG_BLOCK}\n" in reg
+    assert f"#define TAPS {ch09.TAPS} " in reg
+    assert f"#define MAX_TAPS {ch09.MAX_TAPS}\n" in course.lesson_cell(STEM, "conv_cmem").source
+    assert course.lesson_cell(STEM, "conv_naive").kernels == ("conv_naive",)
 
 
 def test_counts(ch09):
@@ -54,32 +82,68 @@ def test_counts(ch09):
 
 
 @pytest.mark.parametrize("n,g", [(1, 1), (37, 5), (1009, 512), (300_007, 64)])
-def test_correlate64_is_numpy(ch09, n, g):
-    """Does the float64 reference equal np.correlate 'valid' (and np.convolve with the taps reversed)?"""
+def test_correlate64_is_numpy(n, g):
+    """Does the grader's float64 reference equal np.correlate 'valid' (and np.convolve with the taps reversed)?"""
     rng = np.random.default_rng(n)
     x, w = rng.uniform(-1, 1, n + g - 1), rng.uniform(-1, 1, g)
     want = np.correlate(x, w, "valid")
-    assert np.allclose(ch09.correlate64(x, w, n), want, rtol=1e-12, atol=1e-10)
+    assert np.allclose(correlate64(x, w, n), want, rtol=1e-12, atol=1e-10)
     assert np.allclose(np.convolve(x, w[::-1], "valid"), want, rtol=1e-12, atol=1e-10)
 
 
-def test_correlate64_fft_path(ch09):
+def test_correlate64_fft_path():
     """Does the FFT branch (taken for n g > 2e7) agree with the direct sum?"""
     rng = np.random.default_rng(5)
     n, g = 60_001, 512
     x, w = rng.uniform(-1, 1, n + g - 1), rng.uniform(-1, 1, g)
     assert n * g > 20_000_000
-    assert np.abs(ch09.correlate64(x, w, n) - np.correlate(x, w, "valid")).max() < 1e-9
+    assert np.abs(correlate64(x, w, n) - np.correlate(x, w, "valid")).max() < 1e-9
+
+
+def emulate_blocked(x, w, n: int, *, block: int = 128, r: int = 16, pad: int = 4) -> np.ndarray:
+    """NumPy replay of solutions/09_convolution/conv_blocked.cu's indexing, block by block.
+
+    Stages each block's window in the padded segment layout (segments of ``r`` floats, ``pad`` floats
+    apart), then has every thread slide its ``2 r`` register window exactly as the kernel does. It is
+    for checking the index arithmetic on a CPU, not for speed.
+    """
+    x = np.asarray(x, np.float32)
+    w = np.asarray(w, np.float32)
+    taps = w.size
+    assert taps % r == 0
+    seg_len, nseg = r + pad, block + taps // r
+    y = np.full(n, np.nan, np.float32)
+    t = np.arange(block)
+    for b in range(-(-n // (block * r))):
+        out0 = b * block * r
+        win = np.zeros(nseg * r, np.float32)
+        avail = x[out0:out0 + nseg * r]
+        win[:avail.size] = avail                                  # past the end of x: zeros
+        xs = np.zeros(nseg * seg_len, np.float32)
+        for s in range(nseg):
+            xs[s * seg_len:s * seg_len + r] = win[s * r:(s + 1) * r]
+        acc = np.zeros((block, r), np.float32)
+        a = np.stack([xs[t * seg_len + m] for m in range(r)], axis=1)
+        for j0 in range(0, taps, r):
+            nxt = np.stack([xs[(t + j0 // r + 1) * seg_len + m] for m in range(r)], axis=1)
+            a2 = np.concatenate([a, nxt], axis=1)
+            for k in range(r):
+                acc = (acc + a2[:, k:k + r] * w[j0 + k]).astype(np.float32)
+            a = nxt
+        o = (out0 + t[:, None] * r + np.arange(r)[None, :]).ravel()
+        keep = o < n
+        y[o[keep]] = acc.ravel()[keep]
+    return y
 
 
 @pytest.mark.parametrize("n", [1, 7, 2047, 2049, 5003])
-def test_blocked_indexing_emulated(ch09, n):
+def test_blocked_indexing_emulated(n):
     """Does a NumPy replay of conv_blocked's padded window and sliding registers give the correlation?"""
     rng = np.random.default_rng(n)
     x = rng.uniform(-1, 1, n + 511).astype(np.float32)
     w = rng.uniform(-1, 1, 512).astype(np.float32)
-    want = ch09.correlate64(x, w, n)
-    got = ch09.emulate_blocked(x, w, n)
+    want = correlate64(x, w, n)
+    got = emulate_blocked(x, w, n)
     assert np.all(np.isfinite(got))
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
 
@@ -93,15 +157,17 @@ def test_padded_window_reads_are_conflict_free():
             assert len(groups) == 8
 
 
-def test_spec_reference_is_the_lesson_reference(ch09):
-    """Does the grader's NumPy reference equal the lesson's?"""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("spec09", REPO / "autograder" / "specs" / f"{STEM}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    rng = np.random.default_rng(1)
-    x, w = rng.uniform(-1, 1, 1000 + 6).astype(np.float32), rng.uniform(-1, 1, 7).astype(np.float32)
-    assert np.allclose(mod.correlate64(x, w, 1000), ch09.correlate64(x, w, 1000))
+@pytest.mark.parametrize("n,g", [(1000, 7), (5003, 512)])
+def test_sample_check_agrees_with_the_spec_reference(ch09, n, g):
+    """Does the lesson's sampled check pass the grader's reference (rounded to float32) and fail it with one
+    sampled output off?"""
+    import_course()
+    rng = np.random.default_rng(n)
+    x, w = rng.uniform(-1, 1, n + g - 1).astype(np.float32), rng.uniform(-1, 1, g).astype(np.float32)
+    y = correlate64(x, w, n).astype(np.float32)
+    assert ch09.sample_check(y, x, w, samples=64)
+    y[n - 1] += 0.1 * float(np.abs(y).max())       # the last output is always sampled
+    assert not ch09.sample_check(y, x, w, samples=64)
 
 
 def test_sweep_builds_without_gpu(ch09):
@@ -131,11 +197,11 @@ def test_benchmark_rows_import_and_match_the_spec():
         assert (grid, block) == mod._const_launch(n)
 
 
-def test_slow_kernel_is_an_exercise_cell(ch09):
-    """Is the exercise notebook's slow starting kernel the module's SLOW_BLOCKED_SRC?"""
-    nb = json.loads((REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb").read_text())
-    srcs = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    assert "%%cuda --name conv_blocked_slow\n" + ch09.SLOW_BLOCKED_SRC in srcs
+def test_slow_kernel_is_an_exercise_cell():
+    """Does the exercise notebook hold the slow starting kernel (the GPU test grades it as conv_blocked)?"""
+    course = import_course()
+    assert course.notebook_cells(EXERCISE_NB)["conv_blocked_slow"].kernels == ("conv_blocked_slow",)
+    assert "void conv_blocked(" in slow_blocked_source()
 
 
 # --- GPU ---------------------------------------------------------------------------------------
@@ -149,7 +215,7 @@ def test_lesson_variants_correct_at_odd_sizes(ch09):
     lesson = ch09.Lesson()
     for n, g in ODD:
         x, w, y = ch09.make_inputs(n, g, seed=n)
-        want = ch09.correlate64(x.get(), w.get(), n)
+        want = correlate64(x.get(), w.get(), n)
         runs = {"one_block": lesson.one_block, "whole_gpu": lesson.whole_gpu, "constant": lesson.constant}
         if n <= 2049:
             runs["one_thread"] = lesson.one_thread
@@ -167,8 +233,8 @@ def test_lesson_variants_correct_at_odd_sizes(ch09):
 def test_solutions_correct_at_odd_sizes(ch09):
     """Are both graded references right at odd sizes with the grader's launch geometry?"""
     course = import_course()
-    blocked = course.compile((SOLUTIONS / "conv_blocked.cu").read_text()).kernel("conv_blocked")
-    const = course.compile((SOLUTIONS / "conv_const.cu").read_text()).kernel("conv_const")
+    blocked = course.compile(course.solution_source(STEM, "conv_blocked")).kernel("conv_blocked")
+    const = course.compile(course.solution_source(STEM, "conv_const")).kernel("conv_const")
     taps = const.module.get_global("w")   # the graded conv_const reads its taps from __constant__ float w[1024]
     for n in (1, 1009, 2047, 2048, 100_003):
         for g, k in ((512, blocked), (7, const), (1024, const)):
@@ -196,20 +262,19 @@ def test_sample_check_catches_an_error(ch09):
 def test_cupy_convolve_agrees(ch09):
     """Do CuPy's correlate functions give the lesson's answer?"""
     x, w, _ = ch09.make_inputs(10_007, 512, seed=4)
-    want = ch09.correlate64(x.get(), w.get(), 10_007)
+    want = correlate64(x.get(), w.get(), 10_007)
     for name, fn in ch09.cupy_convolve(x, w, 10_007).items():
         got = fn().get()
         assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max(), name
 
 
 @pytest.mark.gpu
-def test_slow_kernel_gets_correctness_points_only(ch09):
-    """Graded as conv_blocked, does one output per loop trip pass every size and miss the speed points?"""
+def test_slow_kernel_gets_correctness_points_only():
+    """Graded as conv_blocked, does the exercise's slow kernel pass every size and miss the speed points?"""
     import_course()
-    from autograder import get_exercise
-    from autograder.runner import grade_source
+    from autograder import get_exercise, grade_source
     ex = get_exercise(STEM, "conv_blocked")
-    report = grade_source(STEM, "conv_blocked", ch09.SLOW_BLOCKED_SRC.replace("conv_blocked_slow", "conv_blocked"))
+    report = grade_source(STEM, "conv_blocked", slow_blocked_source())
     print(report.feedback())
     assert report.points == ex.points.correctness, report.feedback()
 

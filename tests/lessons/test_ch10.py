@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, cuda_cells, import_course
+from repo_helpers import REPO, import_course
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "10_cublas"
@@ -81,10 +81,12 @@ def test_rel_error(ch10):
 
 def test_print_table_and_comparison_rows(ch10, capsys):
     """Do the recorded rows load from benchmarks/results and print as a table without a GPU?"""
+    course = import_course()
     rows = ch10.comparison_rows()
     assert any("SGEMM" in r["row"] for r in rows)
-    ch10.print_table(rows, ["gpu", "chapter", "row", "value", "ratio"])
-    ch10.print_table([])
+    assert {r["chapter"] for r in rows} <= set(ch10.COMPARED)
+    course.print_table(rows, ["gpu", "chapter", "row", "value", "ratio"])
+    course.print_table([])
     out = capsys.readouterr().out
     assert "SGEMM" in out and "(no rows)" in out
 
@@ -112,20 +114,22 @@ def test_bias_relu_reference(ch10):
     assert np.array_equal(ex.reference({"c": c, "bias": b, "m": 1, "n": 3})["c"], [[0.0, 1.0, 0.5]])
 
 
-# ---- kernels compile; lesson cells are the module's sources ----
+# ---- kernels compile ----
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_kernels_compile(ch10, arch):
-    """Do the lesson's epilogue kernel and both reference kernels compile for sm_75..sm_90?"""
+def test_kernels_compile(arch):
+    """Do the lesson's epilogue kernel (its notebook cell) and both reference kernels compile for sm_75..sm_90?"""
     course = import_course()
-    for src in (ch10.BIAS_RELU_SRC, (REPO / "solutions" / STEM / "bias_relu.cu").read_text(),
-                (REPO / "solutions" / STEM / "colmajor_index.cu").read_text()):
+    for src in (course.lesson_cell(STEM, "add_bias_relu").source, course.solution_source(STEM, "bias_relu"),
+                course.solution_source(STEM, "colmajor_index")):
         assert course.compile_for_arch(src, arch).cubin
 
 
-def test_lesson_cells_are_the_module_sources(ch10):
-    """Is the kernel the helpers run the same text as the notebook's %%cuda cell?"""
-    assert ch10.BIAS_RELU_SRC.rstrip("\n") in cuda_cells(STEM)
+def test_epilogue_cell_has_the_signature_the_notebook_launches():
+    """Does the add_bias_relu cell take (y, bias, m, n), as the fused-epilogue cell and the suite launch it?"""
+    course = import_course()
+    src = " ".join(course.lesson_cell(STEM, "add_bias_relu").source.split())
+    assert "add_bias_relu(float* __restrict__ y, const float* __restrict__ bias, int m, int n)" in src
 
 
 def test_gpu_cells_are_marked():
@@ -135,8 +139,8 @@ def test_gpu_cells_are_marked():
         src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
         if c["cell_type"] != "code" or src.startswith(("%%cuda", "# On Colab")):
             continue
-        touches = any(w in src for w in ("cupy", "ch10.gemm", "precision_table", "concurrent_gemms",
-                                          "lt_algorithms", "fused_vs_separate", "operands("))
+        touches = any(w in src for w in ("cupy", "cublas.", "ch10.gemm", "precision_table", "run_round",
+                                          "lt_algorithms", "Matmul", "operands("))
         assert not touches or src.startswith("%%gpu "), src[:80]
 
 
@@ -161,6 +165,15 @@ def test_sweep_builds_without_gpu(ch10):
     assert sw.name == "10_cublas_sizes" and sw.params["compute"] == list(ch10.COMPUTES)
     if not course.gpu_available():
         assert not sw.live
+
+
+def test_gemm_refuses_a_bad_compute_or_operand_before_the_gpu(ch10):
+    """Are an unknown compute type and, on a handle of one's own, a wrong dtype refused by name?"""
+    a = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="compute"):
+        ch10.gemm(a, a.T.copy(), compute="bf32", handle=1)
+    with pytest.raises(ValueError, match="float32"):
+        ch10.gemm(a.astype(np.float64), a.T.copy(), compute="fp32", handle=1)
 
 
 def test_benchmark_rows_import_and_use_the_grader_geometry():
@@ -196,11 +209,34 @@ def test_precision_table_orders_speed_and_error(ch10):
 
 
 @pytest.mark.gpu
-def test_concurrent_gemms(ch10):
-    """Are the concurrent results right, and the spans on two lanes?"""
-    r = ch10.concurrent_gemms(n=128, count=8, reps=3)
-    assert r["max_abs_err"] < 1e-3
-    assert {s[0] for s in r["spans"]} == {"stream 0", "stream 1"} and len(r["spans"]) == 8
+def test_gemm_on_a_handle_follows_the_current_stream(ch10):
+    """Under `with stream:`, does ch10.gemm(handle=h) compute a @ b and leave h bound to that stream (CuPy's
+    binding re-binds the handle to the current stream on every call, which section 5 relies on)?"""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+    s = cupy.cuda.Stream(non_blocking=True)
+    h = cublas.create()
+    try:
+        cublas.setStream(h, 0)
+        for compute in ("fp32", "bf16"):
+            a, b, a32, b32 = ch10.operands(257, 129, 67, compute, seed=4)
+            cupy.cuda.Device().synchronize()
+            with s:
+                c = ch10.gemm(a, b, compute=compute, handle=h)
+            assert cublas.getStream(h) == s.ptr
+            s.synchronize()
+            ref = a32.astype(cupy.float64) @ b32
+            assert ch10.rel_error(ch10._as_f32(c, compute), ref) < (1e-5 if compute == "fp32" else 2e-2), compute
+    finally:
+        cublas.destroy(h)
+
+
+@pytest.mark.gpu
+def test_two_stream_rows_compute_every_product():
+    """Does the suite's two-stream measurement (the notebook's section 5) compute every product right?"""
+    import_course()
+    r = importlib.import_module("benchmarks.rows.10_cublas")._two_streams(128, count=8, reps=3)
+    assert r["max_abs_err"] < 1e-3 and r["serial_ms"] > 0 and r["concurrent_ms"] > 0
 
 
 @pytest.mark.gpu
@@ -221,17 +257,11 @@ def test_fused_epilogue_when_nvmath(ch10):
     """With nvmath-python, do fused and separate agree with float64, and is the fused one not slower?"""
     if ch10.nvmath_missing():
         pytest.skip(ch10.NO_NVMATH)
-    f = ch10.fused_vs_separate(2048, 2048, 256)
+    f = importlib.import_module("benchmarks.rows.10_cublas")._fused_epilogue(2048, 2048, 256)
     assert max(f["rel_error"].values()) < 1e-2
-    assert f["ratio"] < 1.1
+    assert f["fused_ms"] < 1.1 * f["separate_ms"]
     algos = ch10.lt_algorithms(1024, 1024, 1024, limit=4)
     assert algos and all(r["median_ms"] > 0 for r in algos)
-
-
-def test_concurrent_gemms_refuses_other_precisions(ch10):
-    """Is a compute type other than fp32/tf32 refused by name before anything touches the GPU?"""
-    with pytest.raises(ValueError, match="compute"):
-        ch10.concurrent_gemms(compute="bf16")
 
 
 # ---- GPU: the grader on the references and on calibration kernels (prints the speed ratios; run with -s) ----
@@ -382,13 +412,12 @@ def test_cublas_calls_on_the_gpu(name):
     import numpy as np
     import_course()
     from autograder import get_exercise, grade_source
-    from autograder.launchcfg import parse_call_cell
     from course import calls
     ex = get_exercise(STEM, name)
     text = (REPO / "solutions" / STEM / ex.solution_file).read_text()
     r = grade_source(STEM, name, text)
     assert r.points == r.max_points, r.feedback()
-    call = parse_call_cell(text, name)
+    call = calls.parse_call_cell(text, name)
     wrong = dict(call, lda=call["ldb"], ldb=call["lda"])       # leading dimensions crossed
     sizes = ex.sizes[-1]
     import cupy

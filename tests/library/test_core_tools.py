@@ -145,7 +145,7 @@ def test_compare_rows_ratios_table_and_plot(monkeypatch, capsys):
     assert by["a"]["rate"] == pytest.approx(500.0) and by["a"]["of_anchor"] == pytest.approx(0.5)
     assert by["b"]["anchor"] == "cublas" and by["b"]["of_anchor"] == pytest.approx(0.5)
     out = capsys.readouterr().out
-    assert "demo" in out and "first" in out and "0.50x" in out
+    assert "demo" in out and "first" in out and "0.5x" in out
     rows.plot()
     with pytest.raises(ValueError, match="unit"):
         variants.compare([V("a", lambda: None)], unit="GFLOP")
