@@ -111,7 +111,7 @@ class Comparison(list):
 
 
 def compare(variants, *, anchors=(), work: float | None = None, unit: str = "GB/s", title: str = "",
-            budget_s: float = 1.0, max_samples: int = 100, verbose: bool = True, progress: bool = True,
+            budget_s: float = 1.0, max_samples: int = 100, verbose: bool = True, progress: bool | None = None,
             **bench) -> Comparison:
     """Check every variant (and every anchor with a check), then time anchors and variants.
 
@@ -121,6 +121,7 @@ def compare(variants, *, anchors=(), work: float | None = None, unit: str = "GB/
         Anchors are what the variants are measured against in the same run (cupy.sum, cuBLAS, a copy);
         a variant's ratio is ``its rate / its anchor's rate`` (or the time ratio for unit "ms").
     work : bytes (unit "GB/s") or FLOPs (unit "TFLOP/s") of one launch, unless a Variant sets its own.
+    progress : a progress bar while timing; default: in a notebook only (not in the benchmark suite's log).
     bench : passed to `course.benchmark` (warmup, flush_l2, ...).
 
     Raises `course.CheckError` naming the first wrong variant; nothing is timed then.
@@ -138,6 +139,9 @@ def compare(variants, *, anchors=(), work: float | None = None, unit: str = "GB/
         if v.check is not None:
             _check(v, "variant")
     todo = [(v, True) for v in anchors] + [(v, False) for v in variants]
+    if progress is None:
+        import sys
+        progress = "ipykernel" in sys.modules
     if progress and len(todo) > 2:
         try:
             from tqdm.auto import tqdm
