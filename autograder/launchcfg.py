@@ -44,14 +44,11 @@ def parse_launch_cell(source: str, exercise: str | None = None) -> dict | None:
     return sanitize(_literal(ast.get_source_segment(source, node) or "", "launch cell"))
 
 
-def _last_value(tree: ast.Module, names: set, bare: bool = False):
-    """The expression last assigned to one of ``names`` at the top level (or, with ``bare``, last
-    standing alone as a statement), or None."""
+def _last_value(tree: ast.Module, names: set):
+    """The expression last assigned to one of ``names`` at the top level, or None."""
     found = None
     for node in tree.body:
-        if bare and isinstance(node, ast.Expr):
-            found = node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and node.targets[0].id in names:
             found = node.value
     return found

@@ -150,6 +150,27 @@ def test_chapter_executes(path):
     fail_on(execution_problems(nb), f"{rel(path)}:")
 
 
+@pytest.mark.both_tiers
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("path", exercise_notebooks(), ids=rel)
+def test_exercise_executes(path):
+    """Does the exercise notebook, solutions in place, run top to bottom with no error and no traceback?
+
+    Its preview and hidden-test cells grade each exercise in separate processes: without a GPU they say
+    so in a sentence; with one, the solutions are graded for real.
+    """
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S * 3, allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    keep = os.environ.get("COURSE_EXECUTED_DIR")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        nbformat.write(nb, os.path.join(keep, "exercise_" + path.name))
+    fail_on(execution_problems(nb), f"{rel(path)}:")
+
+
 # ---- the checks fail when they should ----
 
 def sample(*cells) -> dict:
