@@ -46,20 +46,12 @@ class CudaCell:
 
 
 def _magic_flags(line: str) -> dict:
-    words = shlex.split(line)[1:]
-    flags, i = {}, 0
-    while i < len(words):
-        w = words[i]
-        if w.startswith("--") and "=" in w:
-            k, v = w[2:].split("=", 1)
-            flags[k] = v
-        elif w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
-            flags[w[2:]] = words[i + 1]
-            i += 1
-        elif w.startswith("--"):
-            flags[w[2:]] = True
-        i += 1
-    return flags
+    """The flags of a ``%%cuda`` line, read by the magic's own parser (an unreadable line gives none)."""
+    from ._magic import _parser
+    try:
+        return vars(_parser.parse_args(shlex.split(line)[1:]))
+    except (SystemExit, ValueError):
+        return {}
 
 
 _CACHE: dict = {}

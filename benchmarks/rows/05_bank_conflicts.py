@@ -7,21 +7,20 @@ cells.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 SIDE = 8192                          # 256 MiB per matrix
 ODD = (12289, 8191)                  # rows, cols: non-square, neither a multiple of 32 (384 MiB)
 STEM = "05_bank_conflicts"
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / STEM
 
 
-def _check(cupy, k):
+def _check(cupy, ch05, k):
     rng = cupy.random.default_rng(51)
     for shape in ((1, 1), (1, 1000), (1009, 1), (33, 2047), (1000, 1037)):
         x = rng.standard_normal(shape, dtype=cupy.float32)
         out = cupy.full(shape[::-1], cupy.nan, dtype=cupy.float32)
         rows, cols = shape
-        k((-(-cols // 32), -(-rows // 32)), (32, 8), x, out, rows, cols)
+        grid, block = ch05.transpose_launch(rows, cols)
+        k(grid, block, x, out, rows, cols)
         assert bool((out == x.T).all()), f"{k.name} wrong at {rows} x {cols}"
 
 
@@ -46,12 +45,12 @@ def _square_rows(ctx, cupy, course, ch05, kernels) -> list:
     return out
 
 
-def _odd_rows(ctx, cupy, ref) -> list:
+def _odd_rows(ctx, cupy, ch05, ref) -> list:
     rows_, cols_ = ODD
     x = cupy.random.default_rng(53).standard_normal((rows_, cols_), dtype=cupy.float32)
     y = cupy.empty((cols_, rows_), dtype=cupy.float32)
-    grid = (-(-cols_ // 32), -(-rows_ // 32))
-    r = ctx.benchmark(lambda: ref(grid, (32, 8), x, y, rows_, cols_), name="transpose odd")
+    grid, block = ch05.transpose_launch(rows_, cols_)
+    r = ctx.benchmark(lambda: ref(grid, block, x, y, rows_, cols_), name="transpose odd")
     return [ctx.row(f"transpose (graded reference), {rows_} x {cols_}", r.gbps(8 * rows_ * cols_), "GB/s",
                     anchor="D2D copy (read+write), same run", anchor_value=ctx.copy_gbps,
                     note="partial tiles on both edges; rows not 128-byte aligned")]
@@ -75,12 +74,12 @@ def rows(ctx) -> list:
     tiled = course.lesson_cell(STEM, "transpose_smem").compile()
     kernels = {"transpose_naive": course.lesson_cell(STEM, "transpose_naive").kernel(),
                **{name: tiled.kernel(name) for name in ("transpose_smem", "transpose_pad", "transpose_swizzle")}}
-    kernels["transpose (graded reference)"] = course.compile((SOLUTIONS / "transpose.cu").read_text()).kernel("transpose")
+    kernels["transpose (graded reference)"] = course.compile(course.solution_source(STEM, "transpose")).kernel("transpose")
     for k in kernels.values():
-        _check(cupy, k)
+        _check(cupy, ch05, k)
     out = []
     for section in (lambda: _square_rows(ctx, cupy, course, ch05, kernels),
-                    lambda: _odd_rows(ctx, cupy, kernels["transpose (graded reference)"]),
+                    lambda: _odd_rows(ctx, cupy, ch05, kernels["transpose (graded reference)"]),
                     lambda: _smem_rows(ctx, course, ch05)):
         out += section()
         cupy.get_default_memory_pool().free_all_blocks()

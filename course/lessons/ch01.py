@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course import benchmark, device_info
+from course import benchmark, device_info, grid_2d, grid_for
 
 __all__ = [
     "WARP", "thread_map_1d", "plot_thread_map_1d", "plot_index_map_2d", "fma_inputs",
@@ -41,7 +41,7 @@ def thread_map_1d(n: int, block: int, grid: int | None = None) -> dict:
     block), ``lane``, ``iteration`` (of the grid-stride loop).
     """
     if grid is None:
-        grid = -(-n // block)
+        grid = grid_for(n, block)
     if grid < 1 or block < 1:
         raise ValueError(f"`grid` and `block` should be positive; got grid={grid}, block={block}")
     i = np.arange(n)
@@ -57,7 +57,7 @@ def plot_thread_map_1d(n: int, block: int, grid: int | None = None, ax=None):
     iterations of a grid-stride loop. Meant for small ``n`` (up to a few hundred)."""
     import matplotlib.pyplot as plt
     m = thread_map_1d(n, block, grid)
-    g = grid or -(-n // block)
+    g = grid or grid_for(n, block)
     total = g * block
     rows = int(m["iteration"].max()) + 1
     if ax is None:
@@ -90,7 +90,7 @@ def plot_index_map_2d(width: int, height: int, block=(16, 16), ax=None):
     """
     import matplotlib.pyplot as plt
     bx, by = block
-    gx, gy = -(-width // bx), -(-height // by)
+    gx, gy = grid_2d(width, height, block)
     if ax is None:
         _fig, ax = plt.subplots(figsize=(6, 6 * gy * by / max(1, gx * bx)))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
