@@ -8,7 +8,10 @@ from .launchcfg import launch_from_source
 from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
-from .runner import grade_path, grade_source, speed_trials
+from .batch import grade_class
+from .runner import Session, grade_path, grade_source, speed_trials
+from .trace import ENV as TRACE_ENV
+from .trace import summarise as summarise_trace
 from .spec import (LARGER_THAN_L2, CallExercise, Constant, Exercise, In, InOut, Out, Pipeline, Points, Scalar,
                    SpecError, Tolerance, Uniform, cdiv)
 
@@ -16,6 +19,7 @@ __all__ = [
     "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points",
     "Pipeline", "LARGER_THAN_L2",
     "cdiv", "SpecError", "launch_from_source", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
+    "grade_class", "Session", "TRACE_ENV", "summarise_trace",
     "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",
 ]

@@ -25,6 +25,7 @@ _STICKY = [
      "launch failure: often an out-of-bounds access)."),
     (r"LAUNCH_TIMEOUT|timed out", "the kernel ran into the display watchdog timeout."),
 ]
+_OUT_OF_MEMORY = r"OutOfMemoryError|OUT_OF_MEMORY|out of memory|MemoryAllocation"
 _REFUSED = [
     (r"OUT_OF_RESOURCES|too many resources",
      "the GPU refused the launch: this block size needs more registers (or shared memory) than an SM has. "
@@ -43,6 +44,12 @@ def classify_cuda_error(exc: BaseException, label: str, geo) -> dict:
     if isinstance(exc, course.LaunchError):
         return {"status": "failed", "message": f"could not launch {where}: {exc}", "fatal": False}
     text = f"{type(exc).__name__}: {exc}"
+    if re.search(_OUT_OF_MEMORY, text):
+        # not charged to the student: gradings sharing a GPU can run it out of memory between them
+        return {"status": "grader error", "fatal": True, "message": (
+            f"the GPU ran out of memory {where} ({text}). When several gradings share the GPU this is the "
+            "grader's doing, and a batch grades the kernel again on its next run; graded alone, a launch "
+            "needs more memory than the GPU has (huge local arrays per thread?).")}
     for pattern, what in _STICKY:
         if re.search(pattern, text):
             return {"status": "crashed", "message": f"crashed {where}: {what} ({text})", "fatal": True}

@@ -13,6 +13,8 @@ rest of the folder is graded all the same.
 """
 from __future__ import annotations
 
+import ast
+
 import dataclasses
 import json
 import os
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from .launchcfg import LaunchDataError, parse_launch_cell
 
-__all__ = ["Submission", "NotebookError", "MAX_FILE_BYTES", "cells_of", "extract_cells", "cuda_cell_name",
+__all__ = ["Submission", "NotebookError", "MAX_FILE_BYTES", "cells_of", "extract_cells", "cuda_cell_name", "graded_call",
            "strip_magic", "read_notebook", "collect_submissions", "find_submissions"]
 
 # a notebook of kernels is a few hundred KiB; anything near this is outputs or an attack on memory
@@ -411,3 +413,21 @@ def collect_submissions(path, *, chapter: str | None = None, known_chapters=(),
 def find_submissions(path, *, chapter: str | None = None, known_chapters=(), exercises_of=None) -> list:
     """The submissions of `collect_submissions` (what it ignored is not reported)."""
     return collect_submissions(path, chapter=chapter, known_chapters=known_chapters, exercises_of=exercises_of)[0]
+
+
+def graded_call(source: str):
+    """(chapter, exercise) of the ``autograder.nbgrader_points("NN_topic", "EXERCISE")`` call in a test
+    cell's source, or None; read with ast, never run."""
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            args = node.args
+            if name == "nbgrader_points" and len(args) >= 2 and all(
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]):
+                return args[0].value, args[1].value
+    return None

@@ -18,6 +18,7 @@ from .compiling import compile_task, program_from_dict
 from .cuda_errors import classify_cuda_error, module_load_problem
 from .device import CupyBackend, backend, kernel_args, launch, set_constants
 from .spec import In, InOut, Out, cdiv, shape_of
+from .gpulock import NO_LOCK
 from .timing import WrongWhileTimed, timing_step
 from .worker import SETUP_TIMEOUT_S
 
@@ -79,6 +80,7 @@ class Context:
         self.cases = list(cases) if cases is not None else list(ex.sizes)
         self.reference_launch = dict(reference_launch or ex.launch_defaults)
         self.student = self.reference = None
+        self.gpu_lock = NO_LOCK  # set by the run child when gradings share the GPU (gpulock.py)
 
     def geometry(self, sizes: dict, cfg: dict):
         grid, block, smem = self.ex.launch(dict(sizes), dict(cfg))
@@ -140,7 +142,11 @@ def _timed_reference(ctx, sizes, host, scalars) -> tuple:
 
 
 def correctness_step(ctx: Context, index: int) -> dict:
-    """Run the student kernel twice at one size case and check everything; a result dict."""
+    """Run the student kernel twice at one size case and check everything; a result dict.
+
+    Host work (drawing inputs, the NumPy reference, comparing outputs) runs outside the GPU lock; only the
+    GPU work holds it shared, so a grading timing on the same GPU waits as little as possible.
+    """
     be = backend()
     cp = be.xp
     ex = ctx.ex
@@ -154,49 +160,22 @@ def correctness_step(ctx: Context, index: int) -> dict:
     except Exception as exc:
         return {**base, "status": "failed",
                 "message": f"the launch configuration {ctx.cfg} does not work at {label}: {exc}"}
-    ref_out, ref_ms = _timed_reference(ctx, sizes, host, scalars)
+    with ctx.gpu_lock.shared():
+        ref_out, ref_ms = _timed_reference(ctx, sizes, host, scalars)
     expected = ref_out if ex.reference == "kernel" else numpy_reference(ex, sizes, host, scalars)
     base["ref_ms"] = ref_ms
-    before = cp.asarray(rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8))
-    after = cp.asarray(rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8))
-    bufs, pristine = {}, {}
-    for p in ex.arrays:
-        bufs[p.name] = Guarded(cp, p, shape_of(p.shape, sizes), before, after)
-        if isinstance(p, (In, InOut)):
-            pristine[p.name] = cp.asarray(host[p.name])
-    consts = {c.name: cp.asarray(host[c.name]) for c in ex.constants}  # no guards: kernels cannot write them
-    timeout = policy.timeout_for(ex.timeout_s, ref_ms / 1e3)
+    guards = (rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8), rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8))
+    state = {}
     runs = []
     for variant in (0, 1):
-        for p in ex.arrays:
-            b = bufs[p.name]
-            if isinstance(p, (In, InOut)):
-                b.view[...] = pristine[p.name]
-            else:
-                fill_output(b.view, p, variant)
-        if consts:
-            set_constants(ex, ctx.student, consts)
-        ctx.arm(timeout, f"your kernel at {label} (the reference takes {ref_ms:.3f} ms there)")
-        try:
-            launch(ctx.student, geo, kernel_args(ex, {k: b.view for k, b in bufs.items()}, scalars))
-        except Exception as exc:
-            return {**base, **classify_cuda_error(exc, label, geo)}
-        finally:
-            ctx.arm(SETUP_TIMEOUT_S, "")
-        problem = " ".join(filter(None, (b.guard_problem(cp) for b in bufs.values())))
-        if problem:
-            return {**base, "status": "failed", "message": problem}
-        for p in ex.arrays:
-            if not isinstance(p, In):
-                continue
-            u = UINT[p.np_dtype.itemsize]
-            changed = cp.flatnonzero(bufs[p.name].view.ravel().view(u) != pristine[p.name].ravel().view(u))
-            if changed.size:
-                i = int(changed[0])
-                return {**base, "status": "failed", "message": (
-                    f"your kernel changed its input {p.name} ({changed.size} elements, first "
-                    f"{p.name}{flat_index(bufs[p.name].shape, i)}). Inputs are read-only (const).")}
-        outs = {p.name: be.host(bufs[p.name].view) for p in ex.arrays if isinstance(p, (Out, InOut))}
+        with ctx.gpu_lock.shared():
+            if not state:
+                _upload(ctx, cp, sizes, host, guards, state)
+            kind, outs = _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state)
+        if kind == "problem":  # what went wrong on the device
+            return {**base, "status": "failed", "message": outs}
+        if kind == "error":
+            return {**base, **outs}
         if variant == 0 or not ex.deterministic:
             for p in ex.arrays:
                 if isinstance(p, (Out, InOut)):
@@ -209,6 +188,51 @@ def correctness_step(ctx: Context, index: int) -> dict:
         if problem:
             return {**base, "status": "failed", "message": problem}
     return {**base, "status": "passed"}
+
+
+def _upload(ctx, cp, sizes, host, guards, state) -> None:
+    """Guarded device buffers and pristine copies of the inputs for the student's runs at one size."""
+    ex = ctx.ex
+    before, after = (cp.asarray(g) for g in guards)
+    state["bufs"] = {p.name: Guarded(cp, p, shape_of(p.shape, sizes), before, after) for p in ex.arrays}
+    state["pristine"] = {p.name: cp.asarray(host[p.name]) for p in ex.arrays if isinstance(p, (In, InOut))}
+    state["consts"] = {c.name: cp.asarray(host[c.name]) for c in ex.constants}  # no guards: kernels cannot write them
+
+
+def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
+    """One student run on the device: ("ok", outputs on the host), ("error", a CUDA error's result dict) or
+    ("problem", a message)."""
+    cp, ex = be.xp, ctx.ex
+    bufs, pristine, consts = state["bufs"], state["pristine"], state["consts"]
+    for p in ex.arrays:
+        b = bufs[p.name]
+        if isinstance(p, (In, InOut)):
+            b.view[...] = pristine[p.name]
+        else:
+            fill_output(b.view, p, variant)
+    if consts:
+        set_constants(ex, ctx.student, consts)
+    ctx.arm(policy.timeout_for(ex.timeout_s, ref_ms / 1e3), f"your kernel at {label} (the reference takes "
+            f"{ref_ms:.3f} ms there)")
+    try:
+        launch(ctx.student, geo, kernel_args(ex, {k: b.view for k, b in bufs.items()}, scalars))
+    except Exception as exc:
+        return "error", classify_cuda_error(exc, label, geo)
+    finally:
+        ctx.arm(SETUP_TIMEOUT_S, "")
+    problem = " ".join(filter(None, (b.guard_problem(cp) for b in bufs.values())))
+    if problem:
+        return "problem", problem
+    for p in ex.arrays:
+        if not isinstance(p, In):
+            continue
+        u = UINT[p.np_dtype.itemsize]
+        changed = cp.flatnonzero(bufs[p.name].view.ravel().view(u) != pristine[p.name].ravel().view(u))
+        if changed.size:
+            i = int(changed[0])
+            return "problem", (f"your kernel changed its input {p.name} ({changed.size} elements, first "
+                               f"{p.name}{flat_index(bufs[p.name].shape, i)}). Inputs are read-only (const).")
+    return "ok", {p.name: be.host(bufs[p.name].view) for p in ex.arrays if isinstance(p, (Out, InOut))}
 
 
 # -- pipeline ----------------------------------------------------------------------------------

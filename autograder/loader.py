@@ -14,24 +14,25 @@ from pathlib import Path
 import numpy as np
 
 from .spec import check_launch_result, reference_source  # noqa: F401  (re-exported)
-from .spec import (PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline, Points, Scalar,
-                   SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
+from .spec import (PARTIAL_STEP, PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline,
+                   Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
+from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
 
-__all__ = ["ROOT", "SPECS_DIR", "chapters", "load_chapter", "get_exercise", "validate", "reference_source",
-           "load_spec_file"]
+__all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
+           "reference_source", "load_spec_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
+SOLUTIONS_DIR = ROOT / "solutions"  # live reference solutions, solutions/<chapter>/; a frozen spec has its own
 # a value that any real L2 is below, to test launch functions on symbolic sizes at load time
 _L2_FOR_VALIDATION = 64 << 20
-_BIG_LITERAL_BYTES = 256 << 20
 _WARP = 32
 _CONSTANT_BYTES = 64 << 10  # the __constant__ space of a module
 
 
 def chapters() -> list:
-    """Chapter stems that have a spec file."""
-    return sorted(p.stem for p in SPECS_DIR.glob("[0-9][0-9]_*.py"))
+    """Chapter stems that have a spec file, live or frozen (autograder/speclock.py)."""
+    return sorted({p.stem for p in SPECS_DIR.glob("[0-9][0-9]_*.py")} | set(locked_chapters()))
 
 
 def _is_prime(n: int) -> bool:
@@ -47,6 +48,13 @@ def _is_prime(n: int) -> bool:
     return True
 
 
+def _shown(path: Path) -> Path:
+    try:
+        return Path(path).relative_to(ROOT)
+    except ValueError:
+        return path
+
+
 class _Where:
     """Builds error messages that say where: file, exercise, field."""
 
@@ -54,11 +62,7 @@ class _Where:
         self.path, self.exercise = path, exercise
 
     def error(self, field: str, problem: str) -> SpecError:
-        try:
-            shown = self.path.relative_to(ROOT)
-        except ValueError:
-            shown = self.path
-        return SpecError(f"{shown}: exercise {self.exercise!r}, field {field!r}: {problem}")
+        return SpecError(f"{_shown(self.path)}: exercise {self.exercise!r}, field {field!r}: {problem}")
 
 
 def _unexpected_kwarg(exc: TypeError):
@@ -120,10 +124,11 @@ def _line_in(exc: BaseException, path: Path) -> str:
 
 @functools.lru_cache(maxsize=None)
 def load_chapter(chapter: str) -> tuple:
-    """The validated exercises of ``chapter`` (e.g. '01_first_kernel'). Raises `SpecError`."""
-    path = SPECS_DIR / f"{chapter}.py"
+    """The validated exercises of ``chapter`` (e.g. '01_first_kernel'), from its frozen snapshot when the
+    chapter is frozen (`python -m autograder freeze`), else from its live spec. Raises `SpecError`."""
+    path = frozen_spec_file(chapter) or SPECS_DIR / f"{chapter}.py"
     if not path.exists():
-        raise SpecError(f"no spec for chapter {chapter!r} in {SPECS_DIR.relative_to(ROOT)}/."
+        raise SpecError(f"no spec for chapter {chapter!r} in {_shown(SPECS_DIR)}/."
                         f"{did_you_mean(chapter, chapters())} Chapters with specs: "
                         f"{', '.join(chapters()) or 'none'}")
     return tuple(load_spec_file(path))
@@ -153,9 +158,12 @@ def validate(ex: Exercise, path: Path) -> None:
         ex.chapter = chapter
     elif ex.chapter != chapter:
         raise where.error("chapter", f"is {ex.chapter!r} but the spec file is for {chapter!r}")
+    # read by spec.reference_source: a frozen snapshot's references are its own copies, not solutions/
+    ex.solutions_dir = snapshot_solutions(path) or SOLUTIONS_DIR / chapter
     if isinstance(ex, CallExercise):
         _validate_call(ex, where)
         _validate_hidden(ex, where)
+        _validate_partial(ex, where)
         return
     if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
         raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
@@ -168,6 +176,7 @@ def validate(ex: Exercise, path: Path) -> None:
     _validate_scoring(ex, where)
     _validate_pipeline(ex, where)
     _validate_hidden(ex, where)
+    _validate_partial(ex, where)
 
 
 def _validate_params(ex, where):
@@ -254,8 +263,7 @@ def _validate_sizes(ex, where):
         missing.append("a prime size (an odd one, e.g. 1_000_003" + (", or a unit times a prime" if ex.size_multiples else "") + ")")
     if not any(v > 1 and v % _WARP != 0 for c in literal for v in c.values()):
         missing.append("a size > 1 that is not a multiple of the block size (e.g. 33)")
-    big = [c for c in ex.sizes if any(isinstance(v, L2Multiple) for v in c.values())
-           or ex.array_bytes(c) >= _BIG_LITERAL_BYTES]
+    big = [c for c in ex.sizes if ex.is_large_case(c)]
     if not big:
         missing.append("a case larger than L2 (e.g. {'n': LARGER_THAN_L2})")
     if missing:
@@ -267,10 +275,10 @@ def _validate_sizes(ex, where):
 
 
 def _validate_source(ex, where):
-    path = ROOT / "solutions" / ex.chapter / ex.source_file
+    path = ex.solutions_dir / ex.source_file
     if not path.is_file():
         there = sorted(p.name for p in path.parent.glob("*.cu")) if path.parent.is_dir() else []
-        raise where.error("source_file", f"solutions/{ex.chapter}/{ex.source_file} does not exist."
+        raise where.error("source_file", f"{_shown(path)} does not exist."
                           + did_you_mean(ex.source_file, there))
     from .signature import compare_signature
     problem = compare_signature(ex, path.read_text())
@@ -313,13 +321,7 @@ def _validate_scoring(ex, where):
                               "use None or 'exact'")
     if not isinstance(ex.points, Points) or ex.points.correctness < 0 or ex.points.speed < 0:
         raise where.error("points", f"should be Points(correctness=..., speed=...) >= 0; got {ex.points!r}")
-    if not isinstance(ex.speed_threshold, (int, float)) or ex.speed_threshold <= 0:
-        raise where.error("speed_threshold", f"should be a positive ratio such as 0.8; got {ex.speed_threshold!r}")
-    for tier in ex.speed_tiers:
-        if not (isinstance(tier, tuple) and len(tier) == 2 and 0 < tier[0] < ex.speed_threshold
-                and 0 < tier[1] < 1):
-            raise where.error("speed_tiers", f"each tier is (ratio below speed_threshold, fraction in (0, 1)); "
-                              f"got {tier!r}")
+    _validate_speed_tiers(ex, where)
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2 and all(isinstance(x, int) for x in ex.min_cc)):
         raise where.error("min_cc", f"should be (major, minor) such as (8, 0); got {ex.min_cc!r}")
     if isinstance(ex.required_sass, str) or not all(isinstance(s, str) for s in ex.required_sass):
@@ -361,6 +363,34 @@ def _validate_scoring(ex, where):
                 raise where.error("params", f"{p.name}: shape {p.shape!r} is {shape} at {sizes}")
 
 
+def _validate_speed_tiers(ex, where):
+    """speed_threshold in (0, 1]; each lower tier below it and the one above, with a smaller fraction."""
+    t = ex.speed_threshold
+    if not _number(t) or not 0 < t <= 1:
+        above = (f"; {t!r} would ask for a kernel {t:g} x as fast as the reference, which the reference itself "
+                 "does not reach" if _number(t) and t > 1 else "")
+        raise where.error("speed_threshold", "should be a ratio in (0, 1]: full speed points when the reference's "
+                          f"time / the student's time reaches it (0.8: at least 80% of the reference's speed); got "
+                          f"{t!r}{above}")
+    tiers = ex.speed_tiers
+    if not isinstance(tiers, (tuple, list)):
+        raise where.error("speed_tiers", f"should be a tuple of (ratio, fraction) pairs such as ((0.5, 0.5),); got "
+                          f"{tiers!r}")
+    if tiers and not ex.points.speed:
+        raise where.error("speed_tiers", f"gives partial speed points ({tiers!r}), but points has no speed "
+                          "points; drop speed_tiers or give Points(speed=...)")
+    above = (float(t), 1.0)
+    for tier in sorted(tiers, key=lambda x: -x[0] if isinstance(x, tuple) and x and _number(x[0]) else 0):
+        if not (isinstance(tier, tuple) and len(tier) == 2 and all(_number(x) for x in tier)
+                and 0 < tier[0] < t and 0 < tier[1] < 1):
+            raise where.error("speed_tiers", f"each tier is (ratio below speed_threshold={t:g}, fraction of the "
+                              f"speed points in (0, 1)), e.g. (0.5, 0.5); got {tier!r}")
+        if tier[0] >= above[0] or tier[1] >= above[1]:
+            raise where.error("speed_tiers", f"tier {tier!r} should give fewer points than the tier above it "
+                              f"{above!r} at a lower ratio: ratios and fractions both decrease down the tiers")
+        above = tier
+
+
 def _validate_constants(ex, where):
     """A Constant fills a __constant__ symbol: literal sizes only, within the 64 KiB constant space."""
     if not ex.constants:
@@ -395,6 +425,23 @@ def _validate_constants(ex, where):
 
 def _number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _validate_partial(ex, where):
+    """``partial``: None, or a fraction of the correctness points that rounds to at least one step."""
+    p = ex.partial
+    if p is None:
+        return
+    if isinstance(ex, CallExercise):
+        raise where.error("partial", f"a library call is graded all-or-nothing (no case is larger than L2); "
+                          f"leave it out; got {p!r}")
+    if not (_number(p) and 0 < p < 1):
+        raise where.error("partial", "should be None (all-or-nothing) or the fraction of the correctness points "
+                          "for a kernel that fails only at sizes larger than L2, between 0 and 1 (e.g. 0.5); "
+                          f"got {p!r}")
+    if ex.points.correctness > 0 and ex.partial_points <= 0:
+        raise where.error("partial", f"{p!r} of {ex.points.correctness:g} correctness points rounds down to 0 "
+                          f"(partial points are multiples of {PARTIAL_STEP:g}); use a larger fraction, or None")
 
 
 def _validate_pipeline(ex, where):
@@ -457,9 +504,9 @@ def _validate_call(ex: CallExercise, where) -> None:
             raise where.error("sizes", f"every case should map size names to positive ints; got {case!r}")
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2):
         raise where.error("min_cc", f"should be a (major, minor) tuple; got {ex.min_cc!r}")
-    path = ROOT / "solutions" / ex.chapter / ex.solution_file
+    path = ex.solutions_dir / ex.solution_file
     if not path.is_file():
-        raise where.error("solution_file", f"solutions/{ex.chapter}/{ex.solution_file} does not exist.")
+        raise where.error("solution_file", f"{_shown(path)} does not exist.")
     try:
         call = parse_call_cell(path.read_text(), ex.name)
     except LaunchDataError as exc:

@@ -12,45 +12,35 @@ Kernel points are decided before any student Python runs and outside the student
    feedback and points as the cell's only outputs, whatever the student's Python did meanwhile;
    `SaveAutoGrades` then reads the points from there as usual.
 
+When `python -m autograder grade-class` graded the class first, `GradeKernels` takes each kernel's result
+from its results store (``GradeKernels.results_store``, default ``grading/results.sqlite`` in the course
+directory) when the store holds one for exactly this kernel source, LAUNCH data and spec version: the points
+and feedback are the batch's, and autograde costs no GPU time for them. Anything else is graded here.
+
 Configured in exercises/nbgrader_config.py. This module imports nbgrader, so the grading children never
 import it.
 """
 from __future__ import annotations
 
-import ast
+import os
 
 from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import DeduplicateIds as _DeduplicateIds
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from nbgrader.preprocessors import OverwriteCells as _OverwriteCells
+from traitlets import Unicode
 
-from .extract import cuda_cell_name, extract_cells, strip_magic
+from .extract import cuda_cell_name, extract_cells, graded_call, strip_magic
 from .report import printable
 
-__all__ = ["GradeKernels", "WriteKernelPoints", "DeduplicateIds", "graded_call", "METADATA_KEY", "PLACEHOLDER"]
+__all__ = ["GradeKernels", "WriteKernelPoints", "DeduplicateIds", "OverwriteCells", "graded_call", "METADATA_KEY",
+           "PLACEHOLDER"]
 
 METADATA_KEY = "course_grader"
 PLACEHOLDER = ("# The course's grader graded this exercise outside this notebook, before any cell ran;\n"
                "# its feedback and points appear below.")
 _SESSION = None
-
-
-def graded_call(source: str):
-    """(chapter, exercise) of the ``autograder.nbgrader_points("NN_topic", "EXERCISE")`` call in a test
-    cell's source, or None; read with ast, never run."""
-    try:
-        tree = ast.parse(source or "")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-            args = node.args
-            if name == "nbgrader_points" and len(args) >= 2 and all(
-                    isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]):
-                return args[0].value, args[1].value
-    return None
 
 
 def _session():
@@ -65,6 +55,11 @@ def _session():
 class GradeKernels(NbGraderPreprocessor):
     """Grade every kernel exercise of the notebook with the isolated grader (sanitize pass, last)."""
 
+    results_store = Unicode("grading/results.sqlite", help=(
+        "The results store of `python -m autograder grade-class` (relative to the directory nbgrader runs "
+        "in); a stored result for the same kernel, LAUNCH data and spec version is used instead of grading "
+        "again. Empty: always grade.")).tag(config=True)
+
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         try:
@@ -72,6 +67,7 @@ class GradeKernels(NbGraderPreprocessor):
                 source_nb = gb.find_notebook(info["notebook"], info["assignment"])
                 sources = {c.name: c.source for c in source_nb.source_cells}
                 max_scores = {c.name: c.max_score for c in source_nb.grade_cells}
+                manual = _manual_scores(gb, info, max_scores)
         except (KeyError, MissingEntry) as exc:
             self.log.warning("course grader: no gradebook entry for this notebook (%s); kernels not graded", exc)
             return nb, resources
@@ -92,11 +88,37 @@ class GradeKernels(NbGraderPreprocessor):
             chapter, exercise = target
             kernel_cell = submitted.get(solution_of.get(exercise, ""))
             source = strip_magic(kernel_cell["source"]) if kernel_cell is not None else None
-            points, feedback = self._grade(chapter, exercise, source, launches.get(exercise),
-                                           info.get("student", ""), float(max_score or 0))
+            points, feedback = self._stored(chapter, exercise, source, launches.get(exercise), float(max_score or 0))
+            if points is None:
+                points, feedback = self._grade(chapter, exercise, source, launches.get(exercise),
+                                               info.get("student", ""), float(max_score or 0))
+            if manual.get(name) is not None:
+                feedback += (f"\nYour instructor set this exercise to {manual[name]:g} points by hand in the "
+                             "formgrader; that score counts instead of the grader's.")
             cell["metadata"][METADATA_KEY] = {"points": points, "feedback": feedback, "source": cell["source"]}
             cell["source"] = PLACEHOLDER
         return nb, resources
+
+    def _stored(self, chapter, exercise, source, launch, max_score):
+        """(points, feedback) from the class batch's results store, or (None, None)."""
+        path = self.results_store and os.path.abspath(self.results_store)
+        if not path or not os.path.isfile(path) or source is None:
+            return None, None
+        try:
+            from .batch.store import ResultStore
+            from .versions import content_key, spec_version
+            with ResultStore(path) as store:
+                row = store.lookup(chapter, exercise, content_key(chapter, exercise, source, launch),
+                                   spec_version(chapter))
+        except Exception as exc:  # an unreadable store: grade here instead
+            self.log.warning("course grader: results store %s not used: %s", path, exc)
+            return None, None
+        if row is None:
+            return None, None
+        points = min(max(float(row["points"]), 0.0), float(row["max_points"]), max_score or float("inf"))
+        self.log.info("course grader: %s/%s from the results store (%s, %s)", chapter, exercise, row["gpu"],
+                      row["graded_at"])
+        return round(points, 4), row["feedback"] + f"\n(graded on {row['gpu']}, {row['graded_at'][:16]} UTC)"
 
     def _grade(self, chapter, exercise, source, launch, student, max_score):
         from .report import Status
@@ -115,6 +137,17 @@ class GradeKernels(NbGraderPreprocessor):
         self.log.info("course grader: %s %s/%s: %s, %g/%g", student, chapter, exercise, report.status, points,
                       report.max_points)
         return round(points, 4), feedback
+
+
+def _manual_scores(gb, info, names) -> dict:
+    """grade cell -> the manual score an instructor set for this student, where the gradebook has one."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = gb.find_grade(name, info["notebook"], info["assignment"], info["student"]).manual_score
+        except (KeyError, MissingEntry):
+            pass
+    return out
 
 
 def _cells(nb):
@@ -149,3 +182,33 @@ class DeduplicateIds(_DeduplicateIds):
             if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"]:
                 del cell.metadata["nbgrader"]
         return nb, resources
+
+
+class OverwriteCells(_OverwriteCells):
+    """nbgrader's OverwriteCells, silent about a locked cell that the student left as released.
+
+    nbgrader checks a submitted locked cell against the instructor's cell in the gradebook, which still
+    holds the ``### BEGIN HIDDEN TESTS`` region that generate_assignment cleared; so it warned "Attribute
+    'checksum' for cell ... has changed!" for every kernel exercise's test cell of every student. Here a
+    cell equal to its released form is restored without the warning; a locked cell the student did edit
+    is still reported. Either way the instructor's cell replaces it, as in nbgrader.
+    """
+
+    def preprocess_cell(self, cell, resources, index):
+        self._cell, self._released = cell, None
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None:
+            try:
+                released = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+                probe = type("Cell", (), {"source": released.source})()
+                ClearHiddenTests(parent=self)._remove_hidden_test_region(probe)
+                self._released = probe.source
+            except (MissingEntry, RuntimeError):  # RuntimeError: unbalanced hidden-test markers
+                pass
+        return super().preprocess_cell(cell, resources, index)
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and self._released is not None and self._cell.source == self._released:
+            self.log.debug("cell %s is as released (its hidden tests were cleared); restored", name)
+            return
+        super().report_change(name, attr, old, new)

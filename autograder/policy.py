@@ -1,11 +1,17 @@
 """The grading rules, as pure functions of measured results (no CUDA), so they are tested on a CPU.
 
 Rules, in one place:
-- Correctness is all-or-nothing across sizes: a kernel that is wrong at one size is wrong. Every size
-  is still run (after a timeout the rest are skipped, to bound grading time) so the report lists each.
-- Speed points need correctness. The ratio is reference time / student time; the best tier met gives
-  its fraction of the speed points. A verdict whose ratio lies within the noise band of a tier boundary
-  is re-measured; after `MAX_ROUNDS` the pooled medians decide.
+- Correctness points go by size group (`correctness_points`): all of them for a kernel right at every size;
+  the exercise's `partial_points` (by default half) for one right at every small and edge size, hidden ones
+  included, that fails, crashes or times out only at sizes larger than L2; none for a kernel wrong at any
+  small or edge size, where bounds and indexing bugs show. Only a size that ran and passed counts: every
+  size is run, but after a timeout the rest are skipped (to bound grading time), so a timeout leaves the
+  sizes after it unproven. A grader error at any size gives no points (regrade). `partial=None` in a spec,
+  and every library call, make correctness all-or-nothing. The report lists each size.
+- Speed points need correctness at every size (a kernel with partial credit is not timed). The ratio is
+  reference time / student time; the best tier met gives its fraction of the speed points. A verdict whose
+  ratio lies within the noise band of a tier boundary is re-measured; after `MAX_ROUNDS` the pooled medians
+  decide.
 - Pipeline points (exercises with a `Pipeline`) need correctness too. The ratio is the pipeline's time /
   the un-overlapped time (lower is better): full points at <= full_at, half at <= half_at. A ratio within
   `PIPELINE_BAND` of a boundary is measured once more (`PIPELINE_ROUNDS`); then the best pipeline time of
@@ -28,7 +34,8 @@ from .report import ExerciseReport, PipelineResult, SizeResult, SpeedResult, Sta
 __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "timeout_for", "speed_fraction",
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
            "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "pipeline_near_boundary",
-           "decide_pipeline", "PipelineDecision", "pipeline_advice"]
+           "decide_pipeline", "PipelineDecision", "pipeline_advice", "large_flags", "correctness_points",
+           "partial_rule"]
 
 TIMEOUT_MULTIPLE = 50
 MAX_ROUNDS = 4
@@ -216,10 +223,13 @@ def _worst(statuses) -> str:
     return min(statuses, key=lambda s: order.get(s, 0))
 
 
-def _size_reason(results: list) -> str:
+def _size_reason(results: list, large: list | None = None) -> str:
     bad = [r for r in results if r.status not in (Status.PASSED, Status.NOT_RUN)]
     if not bad:
         return ""
+    if large is not None:  # a small or edge size first: that failure is what costs the partial credit
+        bad = [r for big in (False, True) for r, b in zip(results, large)
+               if b == big and r.status not in (Status.PASSED, Status.NOT_RUN)]
     first = bad[0]
     label = ", ".join(f"{k}={v}" for k, v in first.sizes.items())
     if getattr(first, "hidden", False):
@@ -234,6 +244,82 @@ def _size_reason(results: list) -> str:
     if passed:
         text += "\n(Correct at: " + "; ".join(passed) + ")"
     return text
+
+
+# a failing case that is the kernel's doing; any other (a grader error) leaves nothing to give credit for
+_KERNEL_FAULTS = (Status.FAILED, Status.CRASHED, Status.TIMED_OUT)
+
+
+def large_flags(ex, sizes: list) -> list | None:
+    """For each size result, whether its case is larger than L2; None when the results cannot be matched.
+
+    The spec's public cases are the results that are not ``hidden``, in the spec's order (the runner keeps
+    it); hidden cases are always small (`hidden.MAX_CASE_BYTES`). Library calls have no large case.
+    """
+    is_large = getattr(ex, "is_large_case", None)
+    if is_large is None or sum(1 for r in sizes if not r.hidden) != len(ex.sizes):
+        return None
+    cases = iter(ex.sizes)
+    return [False if r.hidden else bool(is_large(next(cases))) for r in sizes]
+
+
+def partial_rule(ex) -> str:
+    """The exercise's correctness rule in a sentence or two, for students (feedback, docs)."""
+    total = float(ex.points.correctness)
+    partial = getattr(ex, "partial_points", None)
+    if partial is None:
+        return (f"all {total:g} correctness points for a kernel right at every size, none otherwise (no partial "
+                "credit for this exercise)." + _timed_note(ex))
+    return (f"all {total:g} correctness points for a kernel right at every size; {partial:g} for one right at "
+            "every small and edge size (the hidden ones included) that is wrong or crashes only at a size larger "
+            "than the L2 cache; none for one wrong at any smaller size, or one that times out before every smaller "
+            "size ran." + _timed_note(ex))
+
+
+def _timed_note(ex) -> str:
+    """What a kernel that is not right at every size loses besides correctness points ('' if nothing)."""
+    what = [w for w, pts in (("speed", ex.points.speed), ("overlap", getattr(ex.pipeline, "points", 0))) if pts]
+    if not what:
+        return ""
+    return f" {' and '.join(what).capitalize()} points need every size right."
+
+
+def _label(r) -> str:
+    return ", ".join(f"{k}={v}" for k, v in r.sizes.items())
+
+
+def correctness_points(ex, sizes: list) -> tuple:
+    """(points, text) for size results that are not all passing: the partial credit they earn, and a
+    paragraph that says which groups passed (or why nothing is earned) and the exercise's rule; the text is
+    '' where no rule applies (a library call, results that cannot be matched to the spec, a grader error)."""
+    flags = large_flags(ex, sizes)
+    if flags is None or not any(flags) or any(r.status == Status.ERROR for r in sizes):
+        return 0.0, ""
+    rule = "Rule for this exercise: " + partial_rule(ex)
+    partial = ex.partial_points
+    if partial is None:
+        return 0.0, rule
+    small = [r for r, big in zip(sizes, flags) if not big]
+    large = [r for r, big in zip(sizes, flags) if big]
+    total = float(ex.points.correctness)
+    wrong = [r for r in small if r.status not in (Status.PASSED, Status.NOT_RUN)]
+    if wrong:
+        return 0.0, (f"No partial credit: {len(wrong)} of the {len(small)} small and edge sizes "
+                     f"{'is' if len(wrong) == 1 else 'are'} not right.\n{rule}")
+    if any(r.status == Status.NOT_RUN for r in small):
+        stop = next((r for r in sizes if r.status == Status.TIMED_OUT), None)
+        why = f"the timeout at {_label(stop)} stopped the sizes after it" if stop else "some were not run"
+        return 0.0, (f"No partial credit: it needs every small and edge size run and right, and {why}.\n{rule}")
+    failing = [r for r in large if r.status != Status.PASSED]
+    if not failing or not all(r.status in _KERNEL_FAULTS + (Status.NOT_RUN,) for r in failing) \
+            or not any(r.status in _KERNEL_FAULTS for r in failing):
+        return 0.0, rule
+    hidden = sum(1 for r in small if r.hidden)
+    what = "; ".join(f"{r.status} at {_label(r)}" for r in failing)
+    head = (f"Correctness {partial:g}/{total:g} points (partial credit): right at all {len(small)} small and edge "
+            f"sizes" + (f" ({hidden} of them drawn at random for this grading)" if hidden else "")
+            + f", but not at the size{'s' * (len(large) != 1)} larger than the L2 cache ({what}).")
+    return partial, f"{head}\n{rule}"
 
 
 def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: PipelineResult | None = None,
@@ -255,7 +341,14 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
     ran = [r for r in sizes if r.status != Status.NOT_RUN]
     if any(r.status != Status.PASSED for r in ran) or not ran:
         status = _worst([r.status for r in ran] or [Status.ERROR])
-        return ExerciseReport(status=status, points=0.0, reason=_size_reason(sizes), sizes=list(sizes), **base)
+        points, text = correctness_points(ex, sizes) if ran else (0.0, "")
+        reason = _size_reason(sizes, large_flags(ex, sizes))
+        if points > 0:  # the verdict on the groups first; the failing size's details after it
+            head, _, rule = text.partition("\n")
+            reason = f"{head}\n{reason}\n{rule}"
+        elif text:
+            reason = f"{reason}\n{text}"
+        return ExerciseReport(status=status, points=points, reason=reason, sizes=list(sizes), **base)
     if timing_failure is not None:
         label = ", ".join(f"{k}={v}" for k, v in timing_failure.sizes.items())
         reason = (f"Correct at every test size, but it failed while being timed (size {label}): "

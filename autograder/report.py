@@ -151,6 +151,9 @@ class ExerciseReport:
     counted_max_points: float | None = None  # max points that count towards the total (skips: 0)
     device: str = ""
     duration_s: float = 0.0
+    # autograder.versions.spec_version of the spec graded with (a frozen chapter's snapshot version): a
+    # result can be told apart from one made before a spec change; '' in reports made before specs had one
+    spec_version: str = ""
 
     def __post_init__(self):
         if self.counted_max_points is None:

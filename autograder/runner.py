@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 
 from . import compiling, policy
@@ -27,6 +28,7 @@ from .signature import compare_signature
 from .source_check import check_source
 from .spec import CallExercise, SpecError, did_you_mean
 from .supervise import PRINTF_TAIL_BYTES, run_child, run_steps, signal_name
+from .versions import spec_version
 from .worker import COMPILE_TIMEOUT_S, MESSAGE_CAP
 
 __all__ = ["grade_source", "grade_submission", "grade_path", "speed_trials", "Session", "PRINTF_TAIL_BYTES"]
@@ -44,12 +46,29 @@ class Session:
     seed: int | None = None  # fixed only for debugging; normally fresh from os.urandom per exercise
     gpu: dict | None = None  # the probe's answer: name, cc, arch, l2_bytes, sm_count, max_clock_mhz
     references: dict = dataclasses.field(default_factory=dict)  # (chapter, exercise, arch) -> program data
+    # gradings of this session may run side by side on its GPU: their run children share a lock (gpulock.py)
+    shared_gpu: bool = False
+    lock_dir: str | None = None
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     def new_seed(self) -> int:
         return self.seed if self.seed is not None else int.from_bytes(os.urandom(8), "little")
 
+    def gpu_lock(self) -> str | None:
+        """The lock folder the run children of this session share, when gradings overlap."""
+        if not self.shared_gpu:
+            return None
+        with self._lock:
+            if self.lock_dir is None:
+                self.lock_dir = tempfile.mkdtemp(prefix="autograder-gpu-")
+            return self.lock_dir
+
     def probe(self) -> None:
         """Ask a child which GPU this is, once per session (the parent never initializes CUDA)."""
+        with self._lock:
+            self._probe()
+
+    def _probe(self) -> None:
         if self.gpu is not None or self.no_gpu:
             return
         out = run_child({"phase": "probe", "harness": HARNESS_MODULE, "cap": MESSAGE_CAP})
@@ -83,6 +102,7 @@ def _size_results(steps, results, cases, hidden_from: int) -> list:
 
 
 def _fail(ex, status: str, reason: str, **extra) -> ExerciseReport:
+    extra.setdefault("spec_version", spec_version(ex.chapter))
     return ExerciseReport(chapter=ex.chapter, exercise=ex.name, status=status, points=0.0,
                           max_points=ex.max_points, reason=reason, **extra)
 
@@ -177,10 +197,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     session = session or Session()
     ex = get_exercise(chapter, exercise)
     t0 = time.monotonic()
-    extra = {"submission": submission}
+    extra = {"submission": submission, "spec_version": spec_version(chapter)}  # every report below gets it
     if isinstance(ex, CallExercise):
-        if session.no_gpu:
-            return _no_gpu_report(ex, session.no_gpu, **extra)
         return _grade_call(ex, source, session, extra, t0)
     seed = session.new_seed()
     cases = list(ex.sizes) + draw_cases(ex, seed)
@@ -203,7 +221,7 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         if speed and ex.pipeline is not None:
             steps.append("pipeline")
         results, outcome, printf = _run(ex, private, steps, programs=comp["programs"], launch=cfg, seed=seed,
-                                        cases=cases, reference_launch=(reference_launch(ex) if ex.pipeline
+                                        cases=cases, gpu_lock=session.gpu_lock(), reference_launch=(reference_launch(ex) if ex.pipeline
                                                                        is not None else None))
     early = _no_verdict(ex, outcome, session, extra)
     if early:
@@ -239,6 +257,8 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
         problem = f"the {ex.name} call is too deeply nested to read; write a flat literal dict"
     if problem:
         return policy.score(ex, [], compile_failure=(Status.FAILED, problem), **extra)
+    if session.no_gpu:  # only after the checks every submission gets: one case, one verdict
+        return _no_gpu_report(ex, session.no_gpu, **extra)
     seed = session.new_seed()
     cases = list(ex.sizes) + draw_cases(ex, seed)
     steps = [f"size:{i}" for i in range(len(cases))]

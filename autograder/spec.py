@@ -20,12 +20,16 @@ __all__ = [
     "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise",
     "CallExercise", "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
-    "POISON_DEFAULT", "PEAKS",
+    "POISON_DEFAULT", "PEAKS", "LARGE_LITERAL_BYTES", "PARTIAL_STEP",
 ]
 
 POISON_DEFAULT = "poison"
 # `Exercise.peak`: the arithmetic an exercise's own precision runs on; its FLOP floor divides by this peak
 PEAKS = ("fp32", "tf32", "fp16", "bf16", "int8")
+# a literal size case whose buffers reach this counts as larger than L2 (2 x the largest L2 of current GPUs)
+LARGE_LITERAL_BYTES = 256 << 20
+# partial correctness points are rounded down to a multiple of this, so a feedback page never shows 2.333
+PARTIAL_STEP = 0.5
 
 
 class SpecError(ValueError):
@@ -330,6 +334,12 @@ class Exercise:
     tile: dict = dataclasses.field(default_factory=dict)        # size name -> tile (default 32)
     size_range: dict = dataclasses.field(default_factory=dict)  # size name -> (lo, hi), both allowed
     size_rule: Callable[[dict], str] | None = None   # sizes -> '' if allowed, else why not
+    # partial credit (policy.py): this fraction of the correctness points for a kernel right at every small
+    # and edge size (hidden ones included) that fails only at sizes larger than L2; None: all-or-nothing
+    partial: float | None = 0.5
+    # not a spec field: set by the loader to where the references are read (solutions/<chapter>/, or a
+    # frozen snapshot's copies, autograder/speclock.py); a field so that copies of the exercise keep it
+    solutions_dir: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     # -- derived -------------------------------------------------------------------------------
     @property
@@ -422,6 +432,20 @@ class Exercise:
         v = -(-hi // mult) * mult if mult > 1 else hi | 1  # odd: never a multiple of a power-of-two block size
         return {k: (v if k == key else fixed[k]) for k in case}
 
+    def is_large_case(self, case: dict) -> bool:
+        """True for a case larger than L2: a `LARGER_THAN_L2` size, or literal buffers of 256 MiB or more."""
+        if any(isinstance(v, L2Multiple) for v in case.values()):
+            return True
+        return self.array_bytes(case) >= LARGE_LITERAL_BYTES
+
+    @property
+    def partial_points(self) -> float | None:
+        """Correctness points for the small and edge sizes alone (rounded down to `PARTIAL_STEP`), or None."""
+        if self.partial is None:
+            return None
+        steps = float(self.partial) * float(self.points.correctness) / PARTIAL_STEP
+        return math.floor(steps + 1e-9) * PARTIAL_STEP  # 0.29 * 100 is 28.999999999999996 in floats
+
     def default_speed_size(self) -> dict:
         """The L2-sized case scaled to 8 x L2 (timing needs a few hundred microseconds per call)."""
         if self.speed_size is not None:
@@ -455,12 +479,14 @@ class CallExercise:
     min_cc: tuple = (7, 0)
     timeout_s: float = 60.0
     pipeline: None = None   # the report and the policy ask every exercise for one
+    partial: None = None    # all-or-nothing: no call case is larger than L2, so there is no group to drop
     # hidden sizes, as for `Exercise`; ``case_bytes(sizes)`` is what a case's buffers take (for the cap)
     hidden_sizes: int = 3
     tile: dict = dataclasses.field(default_factory=dict)
     size_range: dict = dataclasses.field(default_factory=dict)
     size_rule: Callable[[dict], str] | None = None
     case_bytes: Callable[[dict], int] | None = None
+    solutions_dir: Any = dataclasses.field(default=None, repr=False, compare=False)  # as for `Exercise`
 
     @property
     def max_points(self) -> float:
@@ -497,7 +523,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 def reference_source(ex) -> str:
     """The reference kernel (an `Exercise`) or the reference call cell (a `CallExercise`)."""
     name = ex.solution_file if isinstance(ex, CallExercise) else ex.source_file
-    return (_ROOT / "solutions" / ex.chapter / name).read_text()
+    # the loader records the folder: solutions/<chapter>/, or a frozen snapshot's own copies (speclock.py)
+    folder = ex.solutions_dir or _ROOT / "solutions" / ex.chapter
+    return (Path(folder) / name).read_text()
 
 
 def _dims_ok(v) -> bool:

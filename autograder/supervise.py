@@ -1,24 +1,72 @@
 """Supervise grading children: start one, follow its messages, kill it at its deadline, and run a list of
 steps in as many fresh children as crashes and hangs make necessary (one lost step per crash).
+
+Children are forked from a warm server process (multiprocessing's forkserver) that has imported NumPy, CuPy
+and the grader but never touched CUDA, so a child starts in milliseconds instead of importing CuPy again.
+CuPy's own kernels (the elementwise and reduction kernels the grader's checks use) compile into one cache
+folder that this process creates for its children (0700, removed at exit): no cache of the user's is
+read, and the compilations are paid once per grading process instead of once per grading.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
+import threading
 import time
 
 from .report import Status
+from .trace import tracer
 from .worker import MESSAGE_CAP, child_main
 
-__all__ = ["STARTUP_TIMEOUT_S", "KILL_WAIT_S", "PRINTF_TAIL_BYTES", "ChildOutcome", "run_child", "run_steps",
-           "read_tail", "signal_name"]
+__all__ = ["STARTUP_TIMEOUT_S", "KILL_WAIT_S", "PRINTF_TAIL_BYTES", "START_METHOD", "ChildOutcome", "run_child",
+           "run_steps", "read_tail", "signal_name", "kernel_cache_dir"]
 
 PRINTF_TAIL_BYTES = 4096
 STARTUP_TIMEOUT_S = 120.0  # importing CuPy and creating a CUDA context on a cold machine
 KILL_WAIT_S = 30.0
+# "spawn" starts every child from scratch (slower; for debugging the warm server)
+START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+PRELOAD = ["numpy", "cupy", "course", "autograder.worker", "autograder.harness", "autograder.loader"]
+_STATE = {"ctx": None, "cache": None}
+_STATE_LOCK = threading.Lock()
+
+
+def kernel_cache_dir() -> str:
+    """The folder this process's children compile CuPy's kernels into (made on first use)."""
+    with _STATE_LOCK:
+        if _STATE["cache"] is None:
+            path = tempfile.mkdtemp(prefix="autograder-kernels-")
+            atexit.register(shutil.rmtree, path, True)
+            _STATE["cache"] = path
+        return _STATE["cache"]
+
+
+def _context():
+    cache = kernel_cache_dir()
+    with _STATE_LOCK:
+        if _STATE["ctx"] is None:
+            ctx = multiprocessing.get_context(START_METHOD)
+            if START_METHOD == "forkserver":
+                from multiprocessing import forkserver
+                ctx.set_forkserver_preload(PRELOAD)
+                # the server imports CuPy with this environment: its cache is ours, never the user's
+                old = os.environ.get("CUPY_CACHE_DIR")
+                os.environ["CUPY_CACHE_DIR"] = cache
+                try:
+                    forkserver.ensure_running()
+                finally:
+                    if old is None:
+                        os.environ.pop("CUPY_CACHE_DIR", None)
+                    else:
+                        os.environ["CUPY_CACHE_DIR"] = old
+            _STATE["ctx"] = ctx
+        return _STATE["ctx"]
 
 
 @dataclasses.dataclass
@@ -35,13 +83,16 @@ class ChildOutcome:
 
 
 def run_child(task: dict) -> ChildOutcome:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
+    # a forked child starts with the server's environment; give it this process's, as spawn would
+    task = {**task, "kernel_cache": kernel_cache_dir(), "environ": dict(os.environ)}
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=child_main, args=(send, task), daemon=True, name="autograder-child")
     proc.start()
     send.close()
     out = ChildOutcome()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    trace, born, step_t, steps = tracer(), time.monotonic(), None, {}
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -63,15 +114,21 @@ def run_child(task: dict) -> ChildOutcome:
                     break
                 kind = msg.get("kind")
                 if kind == "begin":
+                    if trace:
+                        step_t = (_step_name(task, msg["step"]), time.monotonic())
                     out.current, out.armed = msg["step"], ""
                     deadline = time.monotonic() + float(msg["timeout"])
                 elif kind == "arm":
                     out.armed, out.armed_timeout = msg.get("what", ""), float(msg["timeout"])
                     deadline = time.monotonic() + float(msg["timeout"])
                 elif kind == "result":
+                    if trace and step_t:
+                        steps[step_t[0]] = round(steps.get(step_t[0], 0.0) + time.monotonic() - step_t[1], 4)
                     out.results[msg["step"]] = (msg.get("data") or {}, bool(msg.get("fatal")))
                     out.current = None
                 elif kind == "device":
+                    if trace:
+                        steps["startup"] = round(time.monotonic() - born, 4)
                     out.device = msg
                 elif kind == "nogpu":
                     out.nogpu = msg.get("reason") or "no usable GPU"
@@ -90,9 +147,18 @@ def run_child(task: dict) -> ChildOutcome:
             proc.join(KILL_WAIT_S)
         out.exitcode = proc.exitcode
         recv.close()
+        if trace:
+            trace.event("child", phase=task.get("phase") or "run", exercise=task.get("exercise"), end=out.end,
+                        seconds=round(time.monotonic() - born, 4), steps=steps)
     if out.end == "done" and out.current is not None:
         out.end = "died"  # said done in the middle of a step: treat as a crash of that step
     return out
+
+
+def _step_name(task: dict, step) -> str:
+    names = task.get("steps") or []
+    name = names[step] if isinstance(step, int) and 0 <= step < len(names) else task.get("phase") or "step"
+    return name if isinstance(name, str) else str(name)
 
 
 def signal_name(code) -> str:

@@ -91,6 +91,17 @@ def _private_environment(task: dict) -> None:
         return
     for var in ("TMPDIR", "COURSE_CACHE_DIR", "CUPY_CACHE_DIR", "XDG_CACHE_HOME", "CUDA_CACHE_PATH"):
         os.environ[var] = private
+    import tempfile
+    tempfile.tempdir = None  # a child forked from the warm server must not keep the server's temp folder
+    kernels = task.get("kernel_cache")
+    if kernels:
+        # CuPy's own kernels: the grading process's cache (see supervise.py), never one a user could plant in
+        os.environ["CUPY_CACHE_DIR"] = kernels
+        if "cupy" in sys.modules:  # imported by the warm server, which read its cache folder then
+            from cupy.cuda import _compiler_cache, compiler
+            disk = getattr(_compiler_cache, "DiskKernelCacheBackend", None)
+            if disk is not None and hasattr(compiler, "_set_kernel_cache_backend"):
+                compiler._set_kernel_cache_backend(disk(kernels))
     os.chdir(private)  # NVRTC looks for a quoted #include in the working folder first: an empty one
 
 
@@ -113,7 +124,8 @@ def _confine(task: dict, compile_phase: bool) -> str:
                 + list(course.include_dirs()))
         # the threads already running are native library workers (OpenBLAS's pool, the CUDA driver's):
         # they open no files on anyone's behalf; NVRTC and every launch run in this, the confined thread
-        sandbox.confine(read=read, write=[p for p in (task.get("private_dir"),) if p], devices=not compile_phase,
+        write = [p for p in (task.get("private_dir"), task.get("kernel_cache")) if p]
+        sandbox.confine(read=read, write=write, devices=not compile_phase,
                         allow_threads=True)
     except sandbox.SandboxUnavailable as exc:
         return f"not confined: {exc}"
@@ -121,7 +133,10 @@ def _confine(task: dict, compile_phase: bool) -> str:
 
 
 def child_main(conn, task: dict) -> None:
-    """Entry point of a grading child (spawned; the parent never imports CUDA)."""
+    """Entry point of a grading child (forked from the warm server, or spawned; the parent never imports CUDA)."""
+    if task.get("environ") is not None:
+        os.environ.clear()
+        os.environ.update(task["environ"])
     if task.get("log_path"):
         _redirect_output(task["log_path"])
     _private_environment(task)
@@ -214,6 +229,8 @@ def _run(chan: Channel, task: dict) -> None:
 
     ctx = harness.Context(ex, task["programs"], task["launch"], int(task["seed"]), info, arm,
                           cases=task.get("cases"), reference_launch=task.get("reference_launch"))
+    from .gpulock import GpuLock
+    ctx.gpu_lock = lock = GpuLock(task.get("gpu_lock"))  # opened before the file system closes
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
     _confine(task, compile_phase=False)
@@ -232,13 +249,18 @@ def _run(chan: Channel, task: dict) -> None:
             data = harness.load_step(ctx)
             fatal = data["status"] != "ok"
         elif step.startswith("size:"):
+            # holds the GPU lock shared around its GPU work only (never nested: a waiting timer would deadlock)
             data = harness.correctness_step(ctx, int(step.split(":", 1)[1]))
             fatal = bool(data.pop("fatal", False))
         elif step in ("timing", "pipeline"):
             if failed:
                 data, fatal = {"status": "not run", "message": "correctness failed"}, False
+            elif step == "timing":
+                data = harness.timing_step(ctx)  # shared for untimed work, exclusive per timed pass
+                fatal = bool(data.pop("fatal", False))
             else:
-                data = getattr(harness, f"{step}_step")(ctx)
+                with lock.exclusive():
+                    data = harness.pipeline_step(ctx)
                 fatal = bool(data.pop("fatal", False))
         else:
             raise ValueError(f"unknown step {step!r}")

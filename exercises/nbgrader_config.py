@@ -26,7 +26,7 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "autograder.nbgrader_plugin.DeduplicateIds",  # nbgrader's, made safe for a duplicated test cell
     "nbgrader.preprocessors.OverwriteKernelspec",
-    "nbgrader.preprocessors.OverwriteCells",
+    "autograder.nbgrader_plugin.OverwriteCells",  # nbgrader's, without a false warning per test cell
     "nbgrader.preprocessors.CheckCellMetadata",
     "autograder.nbgrader_plugin.GradeKernels",
 ]

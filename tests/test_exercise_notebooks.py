@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, fail_on, import_course
 
 CHAPTERS = sorted(p.name for p in (REPO / "exercises" / "source").iterdir() if p.is_dir())
 STUB = "// YOUR CODE HERE"
@@ -34,10 +34,6 @@ def kernel_cells(stem: str, kind: str = "kernel") -> dict:
     return out
 
 
-def _solution_cells(stem: str) -> dict:
-    return {**kernel_cells(stem), **kernel_cells(stem, "call")}
-
-
 def release(source: str) -> str:
     """What nbgrader's ClearSolutions leaves of a solution cell (stub indented like the BEGIN line)."""
     out, inside = [], False
@@ -54,55 +50,14 @@ def release(source: str) -> str:
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)
-def test_first_cell_loads_the_magics(stem):
-    """Is the first cell `%load_ext course`, so the kernel cells work when run in order?"""
-    assert cells(stem)[0]["source"].strip() == "%load_ext course"
-
-
-@pytest.mark.parametrize("stem", CHAPTERS)
-def test_every_exercise_has_kernel_preview_and_test_cells(stem):
-    """Does each exercise of the spec have its kernel cell, a preview and a hidden test worth the spec's points?"""
+def test_notebook_agrees_with_its_spec(stem):
+    """Does the notebook agree with its spec and solutions/: `%load_ext course` first; for each exercise a
+    solution cell equal to its solutions/ file, a preview, one hidden test cell worth the spec's points, and
+    the spec's points and thresholds in its section? (autograder.sync.notebook_problems, which
+    `python -m autograder check-specs` runs too; `python -m autograder sync` writes what it can.)"""
     import_course()
-    import autograder
-    kernels = _solution_cells(stem)
-    texts = [c["source"] for c in cells(stem)]
-    for ex in autograder.load_chapter(stem):
-        kind = "call" if isinstance(ex, autograder.CallExercise) else "kernel"
-        assert ex.name in kernel_cells(stem, kind), f"no cell tagged {kind}:{ex.name}"
-        meta = kernels[ex.name]["metadata"]["nbgrader"]
-        assert meta == {"solution": True, "grade": False, "grade_id": f"{ex.name}_solution", "locked": False,
-                        "schema_version": 3}
-        assert any(f'autograder.preview("{stem}", "{ex.name}")' in t for t in texts), "no preview cell"
-        tests = [c for c in cells(stem) if c["metadata"].get("nbgrader", {}).get("grade_id") == f"{ex.name}_test"]
-        assert len(tests) == 1, f"expected one hidden test cell for {ex.name}"
-        t = tests[0]
-        assert t["metadata"]["nbgrader"]["points"] == ex.max_points
-        assert t["metadata"]["nbgrader"]["grade"] and t["metadata"]["nbgrader"]["locked"]
-        lines = [ln for ln in t["source"].strip().split("\n") if ln.strip() and not ln.strip().startswith("#")]
-        assert lines[-1] == f'autograder.nbgrader_points("{stem}", "{ex.name}")', \
-            "the points must be the cell's last expression"
-        hidden = t["source"]
-        assert hidden.index("### BEGIN HIDDEN TESTS") < hidden.index("nbgrader_points") < \
-            hidden.index("### END HIDDEN TESTS")
-
-
-@pytest.mark.parametrize("stem", CHAPTERS)
-def test_solution_cells_equal_solution_files(stem):
-    """Is each kernel cell, minus its %%cuda line, the text of solutions/<chapter>/<source_file> (each
-    %%cublas cell, minus its magic line, that of <solution_file>)?"""
-    import_course()
-    import autograder
-    kernels = _solution_cells(stem)
-    for ex in autograder.load_chapter(stem):
-        first, _, body = kernels[ex.name]["source"].partition("\n")
-        if isinstance(ex, autograder.CallExercise):
-            assert first == f"%%cublas --name {ex.name}"
-            name = ex.solution_file
-        else:
-            assert first == f"%%cuda --name {ex.name} --no-run"
-            name = ex.source_file
-        want = (REPO / "solutions" / stem / name).read_text(encoding="utf-8")
-        assert body == want.rstrip("\n"), f"the {ex.name} cell differs from solutions/{stem}/{name}"
+    from autograder.sync import notebook_problems
+    fail_on([str(p) for p in notebook_problems(stem)], f"exercises/source/{stem} disagrees with its spec:")
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)

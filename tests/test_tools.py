@@ -1,6 +1,7 @@
 """Unit tests of tools/: the bootstrap's choices, the wheelhouse's pip commands, notebook cleaning."""
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -282,3 +283,33 @@ def test_bootstrap_help_exits_zero_with_the_two_commands(bootstrap, capsys):
     out = capsys.readouterr().out
     assert "bootstrap.py lab" in out and "bootstrap.py test" in out
     assert bootstrap.main([]) == 2  # no command at all is still a usage error
+
+
+def test_wheelhouse_help_explains_every_option(wheelhouse):
+    """Does every argument of `wheelhouse.py build` and `install` have a help text, shown by --help (exit 0)?"""
+    parser = wheelhouse.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(subs) == {"build", "install"}
+    for name, sub in subs.items():
+        undocumented = [a.dest for a in sub._actions if not (a.help and a.help.strip())]
+        assert undocumented == [], f"wheelhouse.py {name}: no help text for {undocumented}"
+        r = subprocess.run([sys.executable, str(REPO / "tools" / "wheelhouse.py"), name, "--help"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        text = " ".join(r.stdout.split())
+        for action in sub._actions:
+            first_words = " ".join((action.help % {"default": action.default}).split()[:4])
+            assert first_words in text, f"wheelhouse.py {name} --help does not show {action.dest}'s help"
+
+
+def test_readme_says_what_a_minimal_image_must_have(wheelhouse):
+    """The README's offline section names every package `--minimal` leaves to the image, says that the
+    wheelhouse serves `bootstrap.py lab` too, and that Python and CUDA versions must match the lab."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    offline = text[text.index("## Offline labs"):]
+    offline = offline[:offline.find("\n## ", 3)]
+    missing = sorted(p for p in wheelhouse.PREINSTALLED if f"`{p}`" not in offline)
+    assert missing == [], f"README's offline section does not name {missing}"
+    assert "COURSE_WHEELHOUSE=.whl python3 tools/bootstrap.py lab" in offline
+    for option in ("--python-version", "--cuda", "--platform"):
+        assert option in offline

@@ -197,22 +197,48 @@ def install(args: argparse.Namespace) -> int:
     return rc
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wheelhouse.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="download wheels for an offline machine")
-    b.add_argument("dir")
-    b.add_argument("--python-version", default=f"{sys.version_info[0]}.{sys.version_info[1]}")
-    b.add_argument("--platform", default="manylinux_2_28_x86_64")
-    b.add_argument("--cuda", choices=("12", "13"), default="13")
-    b.add_argument("--for", dest="wants", choices=("all", "lab", "test"), default="all")
-    b.add_argument("--minimal", action="store_true", help="skip what a CUDA image already has")
-    b.add_argument("--extra", action="append", default=[], help="another pyproject extra")
-    b.add_argument("--skip", action="append", default=[], help="a package not to download")
-    i = sub.add_parser("install", help="install the wheels of DIR, no index, no deps")
-    i.add_argument("dir")
-    i.add_argument("--target")
-    return parser.parse_args(argv)
+    b = sub.add_parser("build", help="download wheels for an offline machine", description=(
+        "Download the wheels the course needs on the offline machine into DIR. The machine it is for fixes "
+        "--python-version, --platform and --cuda: wheels for another Python, platform or CUDA do not install."))
+    b.add_argument("dir", metavar="DIR", help="folder for the wheels (created if missing)")
+    b.add_argument("--python-version", default=f"{sys.version_info[0]}.{sys.version_info[1]}", help=(
+        "major.minor of the python3 that will run on the offline machine, e.g. 3.12 "
+        "(default: this Python's, %(default)s)"))
+    b.add_argument("--platform", default="manylinux_2_28_x86_64", help=(
+        "the offline machine's wheel platform: manylinux_2_28_x86_64 takes glibc 2.28 or newer on x86-64 "
+        "(and every older manylinux tag); manylinux_2_28_aarch64 for ARM (default: %(default)s)"))
+    b.add_argument("--cuda", choices=("12", "13"), default="13", help=(
+        "the CUDA major version of the offline machine's NVIDIA driver (nvidia-smi, 'CUDA Version'); "
+        "it picks the CuPy build and NVRTC, as the bootstrap does: 13 for 13.x or no GPU, 12 for 12.x "
+        "(default: %(default)s)"))
+    b.add_argument("--for", dest="wants", choices=("all", "lab", "test"), default="all", help=(
+        "all: JupyterLab and the tests; lab: what `bootstrap.py lab` installs; test: grading and tests "
+        "without JupyterLab, the notebook server and babel (default: %(default)s)"))
+    b.add_argument("--minimal", action="store_true", help=(
+        "leave out what a CUDA Python image already has; the image must then have those of them the "
+        "course needs: "
+        + ", ".join(sorted(PREINSTALLED)) + "; and the setuptools that `pip install -e .` needs, so the "
+        "result is for `wheelhouse.py install` on such an image, not for the bootstrap"))
+    b.add_argument("--extra", action="append", default=[], metavar="EXTRA", help=(
+        "also an optional dependency group of pyproject.toml, e.g. cublaslt for chapter 10's cuBLASLt "
+        "cells (repeatable)"))
+    b.add_argument("--skip", action="append", default=[], metavar="NAME", help=(
+        "a package not to download, with the dependencies only it needs (repeatable)"))
+    i = sub.add_parser("install", help="install the wheels of DIR, no index, no deps", description=(
+        "Install every wheel in DIR with the running Python, without an index and without resolving "
+        "dependencies (the wheelhouse holds them all)."))
+    i.add_argument("dir", metavar="DIR", help="the folder `build` filled")
+    i.add_argument("--target", metavar="T", help=(
+        "install into folder T instead of the running Python's site-packages; then put T on PYTHONPATH "
+        "and T/bin on PATH"))
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str]) -> int:

@@ -1,8 +1,11 @@
 """Spec loading and validation: errors name the file, exercise and field, with 'did you mean'."""
+import json
+
 import pytest
 
 from autograder import LARGER_THAN_L2, SpecError, get_exercise, load_chapter
-from autograder.loader import load_spec_file
+from autograder.loader import chapters, load_spec_file
+from autograder.sync import notebook_path
 from autograder.spec import evaluate, names_in
 
 TEMPLATE = '''
@@ -48,9 +51,14 @@ def test_template_is_valid(tmp_path):
     assert ex.name == "saxpy" and ex.chapter == "01_first_kernel" and ex.max_points == 10
 
 
-def test_real_chapter_spec_loads():
-    names = [e.name for e in load_chapter("01_first_kernel")]
-    assert names == ["saxpy", "rgb_to_gray"]
+@pytest.mark.parametrize("chapter", chapters())
+def test_real_chapter_spec_loads(chapter):
+    """Does each chapter's spec load, with one exercise per solution cell of its notebook, in the same order?"""
+    names = [e.name for e in load_chapter(chapter)]
+    nb = json.loads(notebook_path(chapter).read_text(encoding="utf-8"))
+    tags = [t.partition(":")[2] for c in nb["cells"] for t in c.get("metadata", {}).get("tags", [])
+            if t.startswith(("kernel:", "call:"))]
+    assert names and names == tags
 
 
 def test_misspelt_field_says_did_you_mean_with_line(tmp_path):

@@ -1,0 +1,213 @@
+"""The batch on Dask distributed: one worker per GPU (started here, or a running cluster's), results
+committed to the store as each arrives, a progress bar with ETA, then the gradebook and the report.
+
+Dask schedules, retries the tasks of a worker that died (a GPU that fell off) on the others, and gives up
+on a task that killed workers repeatedly; that job alone gets a "grader error" row, graded again next run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+
+from .jobs import discover
+from .store import ResultStore
+from .work import grade_job, problem_report, worker_gpu
+
+__all__ = ["BatchResult", "grade_class", "local_gpus", "local_cluster", "default_per_gpu", "GIB_PER_GRADING",
+           "MAX_PER_GPU"]
+
+# Measured on an H100 (benchmarks/results/class-batch-*.md): a chapter-01 grading's child peaks near 8 GiB
+# (CUDA context, the timing size's inputs, expected outputs and CuPy's pool); 16 at once ran the 80 GiB
+# GPU out of memory, 8 used 65 GiB.
+GIB_PER_GRADING = 10
+MAX_PER_GPU = 8
+
+
+@dataclasses.dataclass
+class BatchResult:
+    rows: list                 # the standing result of every job, as store rows
+    graded: int = 0            # graded in this run
+    reused: int = 0            # already in the store (same kernel, spec version, GPU model)
+    lost: int = 0              # not graded: worker lost repeatedly, or the run was interrupted
+    elapsed_s: float = 0.0
+    gpus: dict = dataclasses.field(default_factory=dict)   # worker -> GPU model
+    ignored: list = dataclasses.field(default_factory=list)
+    gradebook: object = None   # gradebook.WriteSummary when a gradebook was written
+    interrupted: bool = False
+    per_gpu: int | None = None  # gradings at a time per GPU on a local cluster (None: a running scheduler's)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * self.graded / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def local_gpus() -> list:
+    """This host's GPUs as CUDA_VISIBLE_DEVICES entries (honouring an existing CUDA_VISIBLE_DEVICES), from
+    NVML; [] without a usable GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return []
+
+
+def default_per_gpu(gpus: list) -> int:
+    """Gradings at a time per GPU: one per GIB_PER_GRADING GiB of the smallest GPU's memory, 1 to MAX_PER_GPU
+    (MAX_PER_GPU when NVML cannot say)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            sizes = []
+            for g in gpus:
+                h = (pynvml.nvmlDeviceGetHandleByIndex(int(g)) if str(g).isdigit()
+                     else pynvml.nvmlDeviceGetHandleByUUID(str(g)))
+                sizes.append(pynvml.nvmlDeviceGetMemoryInfo(h).total)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return MAX_PER_GPU
+    if not sizes:
+        return MAX_PER_GPU
+    return max(1, min(MAX_PER_GPU, int(min(sizes) // (GIB_PER_GRADING << 30))))
+
+
+def local_cluster(gpus: list, per_gpu: int, env: dict | None = None):
+    """A Dask cluster on this host: one worker process per GPU, each seeing only its GPU and running
+    ``per_gpu`` gradings at a time (one worker without CUDA devices when there is no GPU)."""
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+    # grading workers start grading children of their own, which a daemonic process may not
+    dask.config.set({"distributed.worker.daemon": False})
+    specs = {}
+    for g in gpus or [None]:
+        wenv = dict(env or {})
+        if g is not None:
+            wenv["CUDA_VISIBLE_DEVICES"] = g
+        name = f"gpu{g}" if g is not None else "cpu"
+        specs[name] = {"cls": Nanny, "options": {"nthreads": per_gpu, "env": wenv, "name": name,
+                                                 "memory_limit": 0}}
+    return SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                       silence_logs=logging.ERROR)
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm  # a widget in a notebook, a bar with ETA in a terminal
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="grading", unit="job")
+
+
+def grade_class(path, *, chapters=None, exercise: str | None = None, results: str | None = None,
+                gradebook: str | None = None, report_dir: str | None = None, scheduler: str | None = None,
+                gpus=None, per_gpu: int | None = None, speed: bool = True, progress: bool = True,
+                reset_overrides: bool = False, regrade: bool = False, harness: str | None = None,
+                worker_env: dict | None = None, log=print) -> BatchResult:
+    """Grade every kernel exercise of every submission under ``path``; see `python -m autograder grade-class`.
+
+    ``results`` is the store (default: ``<path>/../grading/results.sqlite``); ``gradebook`` an nbgrader
+    database URL to write the points into; ``scheduler`` a Dask scheduler address (default: a cluster on
+    this host, one worker per GPU in ``gpus`` or every GPU NVML sees). ``harness`` and ``worker_env`` are
+    for the grader's own tests.
+    """
+    from pathlib import Path
+    jobs, ignored = discover(path, chapter_names=chapters, exercise=exercise)
+    results = results or str(Path(path).resolve().parent / "grading" / "results.sqlite")
+    t0 = time.monotonic()
+    out = BatchResult(rows=[], ignored=ignored)
+    with ResultStore(results) as store:
+        client, cluster, out.per_gpu = _connect(scheduler, gpus, per_gpu, worker_env)
+        try:
+            out.gpus = client.run(worker_gpu, harness) if client is not None else {}
+            models = sorted(set(out.gpus.values())) or None
+            todo = [j for j in jobs if regrade or store.done(j, None if j.problem else models) is None]
+            out.reused = len(jobs) - len(todo)
+            log(f"{len(jobs)} job(s) in {len({(j.student, j.assignment) for j in jobs})} submission(s); "
+                f"{out.reused} already graded, {len(todo)} to grade on "
+                f"{', '.join(f'{w.rsplit(chr(47), 1)[-1]}: {m}' for w, m in sorted(out.gpus.items())) or 'no worker'}")
+            out.interrupted = _run(client, todo, store, speed, harness, out, progress)
+        finally:
+            _close(client, cluster)
+        out.rows = store.current(jobs)
+    out.elapsed_s = time.monotonic() - t0
+    if gradebook:
+        from .gradebook import write_gradebook
+        out.gradebook = write_gradebook(gradebook, out.rows, reset_overrides=reset_overrides)
+    if report_dir:
+        from .summary import write_report
+        write_report(out, report_dir)
+    return out
+
+
+def _connect(scheduler, gpus, per_gpu, worker_env):
+    from distributed import Client
+    if scheduler:
+        return Client(scheduler), None, None
+    gpus = local_gpus() if gpus is None else list(gpus)
+    per_gpu = per_gpu or default_per_gpu(gpus)
+    cluster = local_cluster(gpus, per_gpu, worker_env)
+    return Client(cluster), cluster, per_gpu
+
+
+def _close(client, cluster) -> None:
+    for thing in (client, cluster):
+        try:
+            if thing is not None:
+                thing.close()
+        except Exception:
+            pass
+
+
+def _run(client, todo, store, speed, harness, out: BatchResult, progress: bool) -> bool:
+    """Submit, and commit each result as it arrives; True when interrupted (Ctrl-C)."""
+    from distributed import as_completed
+    bar = _progress(len(todo), progress)
+    by_key = {}
+    futures = []
+    for job in todo:
+        if job.problem:  # decided without a GPU: no task
+            rep = problem_report(job.to_dict())
+            store.put(job, rep, "none", "reader")
+            out.graded += 1
+            if bar is not None:
+                bar.update(1)
+            continue
+        fut = client.submit(grade_job, job.to_dict(), speed, harness, pure=False, retries=1,
+                            key=f"grade-{job.student}-{job.assignment}-{job.exercise}-{job.content}")
+        by_key[fut.key] = job
+        futures.append(fut)
+    try:
+        for fut in as_completed(futures):
+            job = by_key[fut.key]
+            try:
+                res = fut.result()
+                store.put(job, res["report"], res["gpu"], res["worker"])
+                out.graded += 1
+            except Exception as exc:  # the task killed its workers (or the grader failed): this row only
+                rep = problem_report({**job.to_dict(), "problem": (
+                    f"not graded: {type(exc).__name__}: {exc}. Graded again on the next run.")})
+                rep["status"] = "grader error"
+                store.put(job, rep, "none", "lost")
+                out.lost += 1
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        return True
+    finally:
+        if bar is not None:
+            bar.close()
+    return False

@@ -1,0 +1,96 @@
+"""One GPU shared by several gradings at once: correctness work overlaps, timing runs alone.
+
+Gradings running side by side on one GPU take this lock in their run children: a correctness step holds
+it shared, the timed part of a speed or pipeline step holds it exclusive, so no other grading's kernels
+run while a kernel is being timed and every speed verdict is what a lone grading would measure. Two
+`flock` files make a readers-writer lock with writer preference (a timer waiting at the turnstile stops
+new readers from starving it). `flock` locks are released by the kernel when a process dies, so a child
+killed for a hang or a crash never leaves the GPU locked.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+
+from .trace import tracer
+
+__all__ = ["GpuLock", "NO_LOCK", "PATIENCE_S", "READER_GAP_S"]
+
+PATIENCE_S = 0.5     # a waiting timer holds back new readers this long at most ...
+READER_GAP_S = 0.02  # ... then lets them in for this long and waits again
+
+
+class GpuLock:
+    """The lock of one GPU, from a folder the grading session made (None: a lone grading, no lock)."""
+
+    def __init__(self, folder: str | None):
+        self.fds = None
+        if folder:
+            # opened before the child confines itself: afterwards it may not open files outside its folder
+            self.fds = tuple(os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o600)
+                             for name in ("turnstile", "gpu"))
+        self.trace = tracer()  # opened now for the same reason
+
+    def _traced(self, kind: str, asked: float, got: float) -> None:
+        if self.trace:
+            self.trace.event("lock", kind=kind, wait=round(got - asked, 4), hold=round(time.monotonic() - got, 4))
+
+    @contextlib.contextmanager
+    def shared(self):
+        if self.fds is None:
+            yield
+            return
+        turnstile, gpu = self.fds
+        asked = time.monotonic()
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # waits while a timer waits or times
+        fcntl.flock(gpu, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        got = time.monotonic()
+        try:
+            yield
+        finally:
+            fcntl.flock(gpu, fcntl.LOCK_UN)
+            self._traced("shared", asked, got)
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        if self.fds is None:
+            yield
+            return
+        turnstile, gpu = self.fds
+        asked = time.monotonic()
+        while True:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            if self._wait_readers(gpu):
+                break
+            # a reader holds on (a hanging kernel runs until its deadline): let the others' correctness
+            # work go on for a moment rather than stopping the whole GPU behind it
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            time.sleep(READER_GAP_S)
+        got = time.monotonic()
+        try:
+            yield
+        finally:
+            fcntl.flock(gpu, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            self._traced("exclusive", asked, got)
+
+    @staticmethod
+    def _wait_readers(gpu: int) -> bool:
+        """Take the GPU exclusive within PATIENCE_S (True), polling: flock has no timed wait."""
+        deadline = time.monotonic() + PATIENCE_S
+        pause = 0.0002
+        while True:
+            try:
+                fcntl.flock(gpu, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.002)
+
+
+NO_LOCK = GpuLock(None)

@@ -1,0 +1,144 @@
+"""Class batches (autograder.batch) on the CPU with the fake harness in the grading children: every job
+graded once and stored as it finishes, a rerun grades only what changed, a batch killed with SIGKILL
+loses nothing it finished, a bad submission costs only its own row, the gradebook gets the points, and
+nbgrader's autograde afterwards takes them from the store."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ag_helpers import ROOT, make_notebook
+
+CH = "01_first_kernel"
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAXPY = (ROOT / "solutions" / CH / "saxpy.cu").read_text()
+GRAY = (ROOT / "solutions" / CH / "rgb_to_gray.cu").read_text()
+WORKER_ENV = {"PYTHONPATH": os.pathsep.join([HERE, str(ROOT / "tests"), str(ROOT)]), "FAKE_GPU": "h100"}
+
+pytest.importorskip("distributed")
+
+
+def _submit(root, student, saxpy_flags="", gray_flags="", chapter=CH):
+    d = root / student / chapter
+    d.mkdir(parents=True, exist_ok=True)
+    make_notebook([("code", "%load_ext course", []),
+                   ("code", f"%%cuda --name saxpy --no-run\n{SAXPY}\n// FAKE: {saxpy_flags}", []),
+                   ("code", f"%%cuda --name rgb_to_gray --no-run\n{GRAY}\n// FAKE: {gray_flags}", [])],
+                  d / f"{chapter}.ipynb")
+
+
+def _grade(submitted, **kw):
+    from autograder.batch import grade_class
+    kw.setdefault("gpus", [])
+    kw.setdefault("per_gpu", 3)
+    return grade_class(submitted, harness="fake_harness", worker_env=WORKER_ENV, progress=False,
+                       log=lambda *a: None, **kw)
+
+
+def _rows(result):
+    return {(r["student"], r["exercise"]): r for r in result.rows}
+
+
+@pytest.fixture
+def submitted(tmp_path):
+    root = tmp_path / "submitted"
+    _submit(root, "alice")
+    _submit(root, "bob", saxpy_flags="fail@3")
+    _submit(root, "dan", gray_flags="die@1")  # the child dies at one size: that grading's row only
+    carol = root / "carol" / CH
+    carol.mkdir(parents=True)
+    (carol / f"{CH}.ipynb").write_text("{ this is not json")
+    return root
+
+
+def test_batch_grades_each_job_once_and_resumes(submitted, tmp_path):
+    first = _grade(submitted)
+    rows = _rows(first)
+    assert len(rows) == 8 and first.graded == 8 and first.reused == 0 and first.lost == 0
+    assert rows[("alice", "saxpy")]["status"] == "passed" and rows[("alice", "saxpy")]["points"] == 10
+    assert rows[("bob", "saxpy")]["status"] == "failed" and rows[("bob", "saxpy")]["points"] == 0
+    assert rows[("bob", "rgb_to_gray")]["points"] == 10
+    assert rows[("dan", "rgb_to_gray")]["status"] == "crashed" and rows[("dan", "saxpy")]["points"] == 10
+    assert rows[("carol", "saxpy")]["status"] == "failed" and "notebook" in rows[("carol", "saxpy")]["feedback"]
+    assert {r["gpu"] for r in first.rows if r["student"] != "carol"} == {"Fake GPU"}
+    store = submitted.parent / "grading" / "results.sqlite"
+    assert store.is_file()
+
+    again = _grade(submitted)
+    assert again.graded == 0 and again.reused == 8
+    assert _rows(again) == rows  # the same stored rows, graded_at included
+
+    _submit(submitted, "bob")  # bob fixes saxpy: only that job is graded again
+    third = _grade(submitted)
+    assert third.graded == 2 - 1 and third.reused == 7  # rgb_to_gray's source did not change
+    assert _rows(third)[("bob", "saxpy")]["points"] == 10
+    assert _rows(third)[("alice", "saxpy")]["graded_at"] == rows[("alice", "saxpy")]["graded_at"]
+
+
+def test_chapter_selects_that_assignment_only(submitted):
+    _submit(submitted, "alice", chapter="07_staged_gemm")
+    result = _grade(submitted, chapters=[CH], exercise="saxpy")
+    assert {r["assignment"] for r in result.rows} == {CH} and {r["exercise"] for r in result.rows} == {"saxpy"}
+    assert len(result.rows) == 4
+
+
+def test_report_files(submitted, tmp_path):
+    out = tmp_path / "report"
+    result = _grade(submitted, report_dir=str(out))
+    data = json.loads((out / "results.json").read_text())
+    assert len(data["results"]) == len(result.rows) == 8
+    csv_lines = (out / "results.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("student,assignment,exercise,status,points") and len(csv_lines) == 9
+    assert "01_first_kernel/saxpy" in (out / "summary.txt").read_text()
+    assert (out / "distributions.png").stat().st_size > 1000
+
+
+_KILLED_RUN = textwrap.dedent("""
+    import sys
+    from autograder.batch import grade_class
+    grade_class(sys.argv[1], harness="fake_harness", worker_env={env!r}, gpus=[], per_gpu=1, progress=False)
+""")
+
+
+def test_sigkill_mid_batch_loses_nothing_it_finished(tmp_path):
+    root = tmp_path / "submitted"
+    for i in range(8):  # each grading hangs at one size for 0.5 s: the batch takes a while
+        _submit(root, f"s{i}", saxpy_flags="hang@1", gray_flags="hang@1")
+    store = tmp_path / "grading" / "results.sqlite"
+    env = dict(os.environ, PYTHONPATH=WORKER_ENV["PYTHONPATH"])
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN.format(env=WORKER_ENV), str(root)], env=env,
+                            cwd=str(ROOT), start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    committed = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(committed) < 3:
+        time.sleep(0.5)
+        if store.is_file():
+            try:
+                with sqlite3.connect(str(store)) as db:
+                    committed = db.execute("SELECT student, exercise, graded_at FROM results").fetchall()
+            except sqlite3.OperationalError:  # the file exists, its table not yet
+                continue
+    os.killpg(proc.pid, signal.SIGKILL)  # the client, its Dask workers and their grading children
+    proc.wait(60)
+    assert 3 <= len(committed) < 16, f"{len(committed)} results before the kill"
+    result = _grade(root)
+    assert result.reused >= len(committed) and result.graded + result.reused == 16
+    rows = {(r["student"], r["exercise"]): r["graded_at"] for r in result.rows}
+    for student, exercise, graded_at in committed:
+        assert rows[(student, exercise)] == graded_at  # kept, not graded again
+    assert all(r["status"] == "timed out" for r in result.rows)
+
+
+def test_store_keys_change_with_the_spec_version(submitted, monkeypatch):
+    first = _grade(submitted, chapters=[CH], exercise="saxpy")
+    from autograder.batch import jobs as jobs_module
+    monkeypatch.setattr(jobs_module, "spec_version", lambda ch: "another-version")
+    second = _grade(submitted, chapters=[CH], exercise="saxpy")
+    assert second.reused == 0 and second.graded == len(first.rows)
