@@ -120,3 +120,38 @@ def test_two_assignments_graded_into_gradebook_csv_and_autograde(tmp_path):
     text = "".join("".join(o.get("text", "")) for c in graded["cells"] for o in c.get("outputs", [])
                    if o.get("output_type") == "stream")
     assert "(graded on " in text  # the batch's result, with the GPU that graded it
+
+    # a score set by hand in the formgrader: kept and listed by the next batch, noted in the feedback by
+    # autograde, and cleared by --reset-overrides
+    a = ASSIGNMENTS[0]
+    ex = sorted(e for (s, aa, e) in expected if aa == a)[0]
+    with Gradebook(db) as gb:
+        notebook, cell, _ = _kernel_cells(gb, a)[ex]
+        gb.find_grade(cell, notebook, a, "wrong").manual_score = 3.0
+        gb.db.commit()
+    kept = _batch_again(course, db, with_gpu, reset=False)
+    assert f"kept a manual score: wrong {a}/{ex}: 3 set by hand, the grader gives 0" in kept
+    with Gradebook(db) as gb:
+        assert gb.find_grade(cell, notebook, a, "wrong").score == 3.0
+    _run(sys.executable, "-m", "nbgrader", "autograde", a, "--force", cwd=course)
+    graded = json.loads((course / "autograded" / "wrong" / a / f"{a}.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in graded["cells"] for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+    assert "set this exercise to 3 points by hand" in text
+    cleared = _batch_again(course, db, with_gpu, reset=True)
+    assert f"cleared a manual score: wrong {a}/{ex}: was 3, now the grader's 0" in cleared
+    with Gradebook(db) as gb:
+        grade = gb.find_grade(cell, notebook, a, "wrong")
+        assert grade.manual_score is None and grade.score == 0.0
+
+
+def _batch_again(course, db, with_gpu, reset: bool) -> str:
+    """The class batch run again (everything reused from the store); what it printed."""
+    if with_gpu:
+        cmd = [sys.executable, "-m", "autograder", "grade-class", "submitted", "--gradebook", db, "-q"]
+        return _run(*cmd, *(["--reset-overrides"] if reset else []), cwd=course)
+    return _run(sys.executable, "-c", (
+        "from autograder.batch import grade_class; import os, sys; "
+        "r = grade_class('submitted', gradebook=sys.argv[1], harness='fake_harness', gpus=[], progress=False, "
+        f"reset_overrides={reset}, worker_env={{'PYTHONPATH': os.environ['PYTHONPATH'], 'FAKE_GPU': 'h100'}}); "
+        "print('\\n'.join(r.gradebook.lines()))"), db, cwd=course)

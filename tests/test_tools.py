@@ -107,9 +107,12 @@ def test_pip_install_command(bootstrap):
 def test_pytest_command_under_ci(bootstrap):
     """Under CI, does pytest keep its closing summary line (no -q) and drop colour codes?"""
     assert bootstrap.pytest_command("py", ["-m", "gpu"], ci=False) == \
-        ["py", "-m", "pytest", "-m", "gpu"]
+        ["py", "-m", "pytest", "-m", "gpu"]  # the GPU tier runs alone: its timings need the GPU to themselves
     ci = bootstrap.pytest_command("py", ["-q", "-k", "x"], ci=True)
     assert "-q" not in ci and "--color=no" in ci and ci[-2:] == ["-k", "x"]
+    n = ci.index("-n")
+    assert 4 <= int(ci[n + 1]) <= 8 and "--dist" in ci  # the CPU tier in parallel (pytest-xdist)
+    assert "-n" not in bootstrap.pytest_command("py", ["-p", "no:xdist"], ci=True)[3:-2]
 
 
 def test_lab_command(bootstrap):

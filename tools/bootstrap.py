@@ -117,6 +117,11 @@ def pytest_command(python: str, args: list[str], ci: bool) -> list[str]:
         # CI logs are read as text: no colour codes, and no -q so the closing summary line stays.
         cmd += ["--color=no", "--durations=10"]
         args = [a for a in args if not re.fullmatch(r"-q+|--quiet", a)]
+    gpu_tier = any(a == "gpu" or a.startswith("gpu") for a in args)
+    if not gpu_tier and not any(a == "-n" or a.startswith("-n") or a == "no:xdist" for a in args):
+        # pytest-xdist: many CPU tests wait on child processes (nbgrader, Dask, NVRTC), so more workers
+        # than cores still help; never for the GPU tier, whose timings need the GPU alone
+        cmd += ["-n", str(min(8, max(4, os.cpu_count() or 1))), "--dist", "loadfile"]
     return cmd + list(args)
 
 
