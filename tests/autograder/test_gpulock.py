@@ -331,3 +331,18 @@ def test_gpu_sections_hold_the_real_lock(tmp_path, monkeypatch, start):
         assert not w_in.is_set(), "another grading got the lock while this one was timing `alone`"
     assert w_in.wait(3)
     _finish(w)
+
+
+def test_gpu_sections_shared_keeps_the_verdict_of_a_crashed_kernel(tmp_path, monkeypatch):
+    """When the body reported a crash and the device sync then raises the same sticky error, does `shared`
+    let the body's result stand (a "crashed" verdict, not a grader error) and still let the lock go?"""
+    def broken():
+        raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    monkeypatch.setattr(timing, "backend", lambda: types.SimpleNamespace(sync=broken))
+    lock = GpuLock(str(tmp_path))
+    shared, _ = timing.gpu_sections(types.SimpleNamespace(gpu_lock=lock))
+    with shared():
+        verdict = "crashed"
+    assert verdict == "crashed"
+    with lock.exclusive():  # not left held
+        pass
