@@ -12,8 +12,9 @@ import time
 import numpy as np
 
 from . import policy
-from .buffers import (GUARD_BYTES, POISON_BITS, UINT, Guarded, fill_output, make_inputs, numpy_reference, output_problem,
-                      poison_bits, runs_differ, flat_index)
+from .buffers import (GUARD_BYTES, POISON_BITS, UINT, Guarded, device_bad_count, fill_output, make_inputs,
+                      numpy_reference, output_problem, poison_bits, runs_differ, flat_index)
+from .device_ops import count_differ
 from .compiling import compile_task, program_from_dict
 from .cuda_errors import classify_cuda_error, module_load_problem
 from .device import CupyBackend, backend, kernel_args, launch, set_constants
@@ -115,8 +116,8 @@ def load_step(ctx: Context) -> dict:
 
 # -- one test size -----------------------------------------------------------------------------
 
-def _timed_reference(ctx, sizes, host, scalars) -> tuple:
-    """Run the reference kernel once; (outputs on the host, milliseconds)."""
+def _timed_reference(ctx, sizes, host, scalars, keep: bool) -> tuple:
+    """Run the reference kernel once; (its outputs on the host if ``keep``, else {}; milliseconds)."""
     be = backend()
     cp = be.xp
     ex = ctx.ex
@@ -124,7 +125,7 @@ def _timed_reference(ctx, sizes, host, scalars) -> tuple:
     for p in ex.arrays:
         shape = shape_of(p.shape, sizes)
         if isinstance(p, (In, InOut)):
-            arrays[p.name] = cp.asarray(host[p.name])
+            arrays[p.name] = cp.array(host[p.name])  # a copy on every backend: the host inputs stay pristine
         else:
             arrays[p.name] = cp.zeros(shape, dtype=p.np_dtype)
             if p.fill != "poison":
@@ -134,9 +135,10 @@ def _timed_reference(ctx, sizes, host, scalars) -> tuple:
         set_constants(ex, ctx.reference, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
         be.sync()
     ms = be.time_ms(lambda: launch(ctx.reference, geo, kernel_args(ex, arrays, scalars), sync=False))
-    outs = {p.name: be.host(arrays[p.name]) for p in ex.arrays if isinstance(p, (Out, InOut))}
-    for name in outs:  # the student kernel runs next: leave no answer in device memory it could scan
-        arrays[name].fill(0)
+    outs = {p.name: be.host(arrays[p.name]) for p in ex.arrays if keep and isinstance(p, (Out, InOut))}
+    for p in ex.arrays:  # the student kernel runs next: leave no answer in device memory it could scan
+        if isinstance(p, (Out, InOut)):
+            arrays[p.name].fill(0)
     be.sync()
     return outs, ms
 
@@ -144,8 +146,9 @@ def _timed_reference(ctx, sizes, host, scalars) -> tuple:
 def correctness_step(ctx: Context, index: int) -> dict:
     """Run the student kernel twice at one size case and check everything; a result dict.
 
-    Host work (drawing inputs, the NumPy reference, comparing outputs) runs outside the GPU lock; only the
-    GPU work holds it shared, so a grading timing on the same GPU waits as little as possible.
+    Host work (drawing inputs, the NumPy reference) runs before the GPU lock is taken; the GPU work,
+    comparisons included, holds it shared once, so a grading timing on the same GPU waits as little as
+    possible.
     """
     be = backend()
     cp = be.xp
@@ -160,34 +163,65 @@ def correctness_step(ctx: Context, index: int) -> dict:
     except Exception as exc:
         return {**base, "status": "failed",
                 "message": f"the launch configuration {ctx.cfg} does not work at {label}: {exc}"}
-    with ctx.gpu_lock.shared():
-        ref_out, ref_ms = _timed_reference(ctx, sizes, host, scalars)
-    expected = ref_out if ex.reference == "kernel" else numpy_reference(ex, sizes, host, scalars)
-    base["ref_ms"] = ref_ms
+    on_device = ex.reference == "kernel"
+    expected = None if on_device else numpy_reference(ex, sizes, host, scalars)
     guards = (rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8), rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8))
-    state = {}
-    runs = []
-    for variant in (0, 1):
-        with ctx.gpu_lock.shared():
-            if not state:
-                _upload(ctx, cp, sizes, host, guards, state)
+    with ctx.gpu_lock.shared():  # one hold for the size: the reference, both runs, the checks
+        ref_out, ref_ms = _timed_reference(ctx, sizes, host, scalars, keep=on_device)
+        if on_device:
+            expected = ref_out
+        base["ref_ms"] = ref_ms
+        state = {}
+        _upload(ctx, cp, sizes, host, guards, state)
+        first = {}  # the first run's outputs, kept on the device for the determinism check
+        for variant in (0, 1):
             kind, outs = _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state)
-        if kind == "problem":  # what went wrong on the device
-            return {**base, "status": "failed", "message": outs}
-        if kind == "error":
-            return {**base, **outs}
-        if variant == 0 or not ex.deterministic:
-            for p in ex.arrays:
-                if isinstance(p, (Out, InOut)):
-                    problem = output_problem(ex, p, outs[p.name], expected[p.name], variant)
-                    if problem:
-                        return {**base, "status": "failed", "message": f"wrong output. {problem}"}
-        runs.append(outs)
-    if ex.deterministic:
-        problem = runs_differ(ex, runs[0], runs[1])
-        if problem:
-            return {**base, "status": "failed", "message": problem}
+            if kind == "problem":  # what went wrong on the device
+                return {**base, "status": "failed", "message": outs}
+            if kind == "error":
+                return {**base, **outs}
+            problem = ""
+            if variant == 0 or not ex.deterministic:
+                problem = _wrong_output(ctx, be, outs, expected, variant)
+            if not problem and ex.deterministic:
+                if variant == 0:
+                    first = {k: v.copy() for k, v in outs.items()}
+                else:
+                    problem = _runs_differ(ctx, be, first, outs)
+            if problem:
+                return {**base, "status": "failed", "message": problem}
     return {**base, "status": "passed"}
+
+
+def _wrong_output(ctx, be, outs: dict, expected: dict, variant: int) -> str:
+    """'' when every output on the device matches ``expected`` (host arrays), else the message.
+
+    The comparison runs on the device (`device_bad_count`, the host check's own rule); only a mismatch
+    brings the output to the host, where `output_problem` words it. The expected values reach the device
+    after the student's run and are zeroed before their memory goes back to the pool.
+    """
+    ex, cp = ctx.ex, be.xp
+    for p in ex.arrays:
+        if not isinstance(p, (Out, InOut)):
+            continue
+        want = cp.asarray(expected[p.name])
+        try:
+            bad = device_bad_count(cp, ex, p, outs[p.name], want)
+        finally:
+            if want is not expected[p.name]:  # a device copy (the CPU tier's fake device shares the array)
+                want.fill(0)
+        if bad:
+            problem = output_problem(ex, p, be.host(outs[p.name]), expected[p.name], variant)
+            if problem:
+                return f"wrong output. {problem}"
+    return ""
+
+
+def _runs_differ(ctx, be, first: dict, second: dict) -> str:
+    """'' when two runs' outputs (on the device) agree bit for bit, else `runs_differ`'s message."""
+    if not any(count_differ(first[k], second[k]) for k in first):
+        return ""
+    return runs_differ(ctx.ex, {k: be.host(v) for k, v in first.items()}, {k: be.host(v) for k, v in second.items()})
 
 
 def _upload(ctx, cp, sizes, host, guards, state) -> None:
@@ -200,8 +234,8 @@ def _upload(ctx, cp, sizes, host, guards, state) -> None:
 
 
 def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
-    """One student run on the device: ("ok", outputs on the host), ("error", a CUDA error's result dict) or
-    ("problem", a message)."""
+    """One student run on the device: ("ok", its outputs, still on the device), ("error", a CUDA error's
+    result dict) or ("problem", a message)."""
     cp, ex = be.xp, ctx.ex
     bufs, pristine, consts = state["bufs"], state["pristine"], state["consts"]
     for p in ex.arrays:
@@ -232,7 +266,7 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
             i = int(changed[0])
             return "problem", (f"your kernel changed its input {p.name} ({changed.size} elements, first "
                                f"{p.name}{flat_index(bufs[p.name].shape, i)}). Inputs are read-only (const).")
-    return "ok", {p.name: be.host(bufs[p.name].view) for p in ex.arrays if isinstance(p, (Out, InOut))}
+    return "ok", {p.name: bufs[p.name].view for p in ex.arrays if isinstance(p, (Out, InOut))}
 
 
 # -- pipeline ----------------------------------------------------------------------------------

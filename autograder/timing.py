@@ -4,14 +4,15 @@ Replay is the attack this shape stops: a kernel that computes once per input buf
 a ``__device__`` array and copies it out later (with a calibrated pause so the speed looks plausible).
 So, between samples and outside the timed region, each kernel's next input set is made afresh, the
 reference computes that set's expected output, and after the student's timed launch its output is
-checked against it. Fresh values come from two draws of the spec's generators mixed element by element
-under a new random mask (and rolled by a random offset): every element is still a value the generator
-can produce, which keeps exact-integer and range contracts (histogram bins, small integers whose sums are
-exact), and no two timed launches see the same array.
+checked against it. Fresh values are picked element by element from two pools of the spec's generators'
+values, at positions hashed from a new seed (device_ops.fresh_gather): every element is still a value the
+generator can produce, which keeps exact-integer and range contracts (histogram bins, small integers whose
+sums are exact), and no two timed launches see the same array.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = ["TIMING_BUDGET_S", "TIMING_MAX_SAMPLES", "WARMUP_RUNS", "WrongWhileTi
            "gpu_sections", "timing_step"]
 
 TIMING_BUDGET_S = 1.0      # per interleaved round
+POOL_VALUES = 1 << 20      # generator values per pool; fresh inputs pick from two pools
 TIMING_MAX_SAMPLES = 60
 WARMUP_RUNS = 2            # per kernel, outside `interleaved`, each on fresh inputs
 
@@ -35,36 +37,35 @@ class WrongWhileTimed(Exception):
 
 
 class FreshInputs:
-    """Input sets never seen before, made on the device from two base draws of the spec's generators."""
+    """Input sets never seen before, gathered on the device from two pools of the spec's generators' values.
+
+    The pools (at most ``POOL_VALUES`` values each per input, drawn on the host before the GPU is
+    touched) are small; every fill picks each element from one of them at a position hashed from a new
+    seed and the element's index, in one device pass.
+    """
 
     def __init__(self, xp, ex, sizes: dict, rng: np.random.Generator, host: dict | None = None):
+        from .device_ops import fresh_gather
         self.xp, self.ex, self.sizes, self.rng = xp, ex, sizes, rng
         host = host if host is not None else self.draw(ex, sizes, rng)
-        self.base = {name: tuple(xp.asarray(a).ravel() for a in pair) for name, pair in host.items()}
-        self.device_rng = xp.random.default_rng(int(rng.integers(1 << 62)))
+        self.pools = {name: tuple(xp.asarray(a) for a in pair) for name, pair in host.items()}
+        self._gather = fresh_gather
 
     @staticmethod
     def draw(ex, sizes: dict, rng: np.random.Generator) -> dict:
-        """The two base draws of every In, InOut and Constant, on the host (name -> two NumPy arrays): the
-        slow part, done before the GPU is touched."""
-        base = {}
+        """The two pools of every In, InOut and Constant, on the host (name -> two flat NumPy arrays)."""
+        pools = {}
         for p in ex.params:  # in params order, so the draws do not depend on which kinds come first
             if isinstance(p, (In, InOut, Constant)):
-                shape = shape_of(p.shape, sizes)
-                base[p.name] = tuple(draw(getattr(p, "gen", None), rng, shape, p.np_dtype) for _ in range(2))
-        return base
+                k = min(math.prod(shape_of(p.shape, sizes)), POOL_VALUES)
+                pools[p.name] = tuple(draw(getattr(p, "gen", None), rng, (k,), p.np_dtype) for _ in range(2))
+        return pools
 
     def fill(self, arrays: dict) -> dict:
         """Write new values into ``arrays`` (name -> device array) for every In, InOut and Constant; new
         scalars drawn by the spec (sizes stay). Returns the scalars."""
-        xp = self.xp
-        for name, (a, b) in self.base.items():
-            n = a.size
-            mask = self.device_rng.random(n, dtype=xp.float32) < 0.5
-            shift_a, shift_b = (int(s) for s in self.rng.integers(0, max(n, 1), 2))
-            mixed = xp.where(mask, xp.roll(a, shift_a), xp.roll(b, shift_b))
-            dst = arrays[name]
-            dst.reshape(-1)[...] = mixed
+        for name, (a, b) in self.pools.items():
+            self._gather(arrays[name], a, b, int(self.rng.integers(1 << 63)))
         return {p.name: scalar_value(p, self.sizes, self.rng) for p in self.ex.params if isinstance(p, Scalar)}
 
 
@@ -83,7 +84,6 @@ class _Set:
                 self.outputs[p.name] = xp.empty(shape, dtype=p.np_dtype)
                 self.expected[p.name] = xp.empty(shape, dtype=p.np_dtype)
         self.scalars = {}
-        self.atol = {}
         self.mask_seed = 0
 
     def arrays(self, outs: dict) -> dict:
@@ -127,7 +127,6 @@ class TimedPair:
             ref = self.kernels["reference"]
             set_constants(ex, ref, s.constants(ex))
             launch(ref, self.geo["reference"], kernel_args(ex, s.arrays(s.expected), s.scalars))
-            self._scale_atol(s)
             # the answer waits masked while the student kernel runs: XOR with random bits whose seed only
             # this process holds, so no device buffer a kernel could scan for holds it in the clear
             s.mask_seed = int(self.fresh.rng.integers(1 << 62))
@@ -140,33 +139,11 @@ class TimedPair:
         set_constants(ex, self.kernels[who], s.constants(ex))
 
     def _xor_mask(self, s: _Set) -> None:
-        """Flip the expected outputs' bits with a mask drawn from ``s.mask_seed`` (twice restores them); the
-        mask's own buffer is zeroed before it goes back to the memory pool."""
-        xp = self.xp
-        rng = xp.random.default_rng(s.mask_seed)
+        """Flip the expected outputs' bits with a mask hashed from ``s.mask_seed`` (twice restores them)."""
+        from .device_ops import xor_mask
         for p in self.ex.arrays:
             if isinstance(p, (Out, InOut)):
-                bits = s.expected[p.name].reshape(-1).view(xp.uint8)
-                # uniform bytes from uniform floats (24 random bits each): the generators' common API
-                mask = (rng.random(bits.size, dtype=xp.float32) * 256).astype(xp.uint8)
-                bits ^= mask
-                mask.fill(0)
-
-    def _scale_atol(self, s: _Set) -> None:
-        """The absolute tolerance scales with the output; fresh draws share a distribution, so the first
-        expected output sets it (its temporary holds |expected| and is zeroed before it is freed)."""
-        if s.atol:
-            return
-        import course
-        xp = self.xp
-        for p in self.ex.arrays:
-            if isinstance(p, (Out, InOut)) and p.np_dtype.kind == "f":
-                _, scale = course.default_tolerance(p.np_dtype)
-                t = xp.abs(s.expected[p.name].astype(xp.float64))
-                t[~xp.isfinite(t)] = 0.0
-                top = float(t.max()) if t.size else 0.0
-                t.fill(0)
-                s.atol[p.name] = scale * max(top, 1e-30)
+                xor_mask(s.expected[p.name], s.mask_seed)
 
     def launch(self, who: str, sync: bool = False) -> None:
         s = self.sets[who]
@@ -181,10 +158,11 @@ class TimedPair:
             for p in self.ex.arrays:
                 if isinstance(p, (Out, InOut)):
                     got, want = s.outputs[p.name], s.expected[p.name]
-                    if device_bad_count(xp, self.ex, p, got, want, s.atol.get(p.name, 0.0)):
+                    if device_bad_count(xp, self.ex, p, got, want):
                         be = backend()
-                        return output_problem(self.ex, p, be.host(got), be.host(want), 0) or \
-                            f"{p.name} differs from the reference"
+                        problem = output_problem(self.ex, p, be.host(got), be.host(want), 0)
+                        if problem:
+                            return problem
             return ""
         finally:
             for buf in s.expected.values():

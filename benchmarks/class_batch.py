@@ -33,7 +33,7 @@ MIX = {"right": 0.55, "slow": 0.10, "wrong": 0.15, "crash": 0.05, "hang": 0.03, 
 KINDS = {  # corpus file stems by kind; "right" is the reference solution, "stub"/"compile" are made from it
     "01_first_kernel": {
         "saxpy": {"slow": ["slow"], "wrong": ["off_by_one", "wrong_one_size", "zero_output", "capped_at_max_n"],
-                  "crash": ["illegal_address"], "hang": ["infinite_loop"]},
+                  "crash": ["illegal_address", "crash_while_timed"], "hang": ["infinite_loop"]},
         "rgb_to_gray": {"slow": ["block_16x16"], "wrong": ["no_bounds_check", "swapped_xy", "float_formula"],
                         "crash": ["no_bounds_check"], "hang": []},
     },
@@ -133,7 +133,7 @@ def run(chapter: str, students: int, repeats: int, per_gpu: int | None, known: d
             def alone(row):
                 return serial[kernel_key(row["exercise"], sources[(row["student"], row["exercise"])])]
             changes = [(row["student"], row["exercise"], alone(row), (row["status"], row["points"]),
-                        row["feedback"][-400:]) for row in res.rows if alone(row) != (row["status"], row["points"])]
+                        row["feedback"][:4000]) for row in res.rows if alone(row) != (row["status"], row["points"])]
             gpus = collections.Counter(res.gpus.values())
             per_min = 60.0 * students / res.elapsed_s
             runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

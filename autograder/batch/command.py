@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
                    "per GPU of this host)")
     g.add_argument("--gpus", help="comma-separated GPU indices or UUIDs for the local workers (default: all)")
     g.add_argument("--per-gpu", type=int, default=None, help="gradings at a time on each GPU; correctness checks "
-                   "overlap, timed runs have the GPU alone (default: one per 10 GiB of the smallest GPU's "
+                   "overlap, timed runs have the GPU alone (default: one per 6 GiB of the smallest GPU's "
                    "memory, at most 8: a grading needs up to 8 GiB at chapter 01's timing size)")
     g.add_argument("--no-speed", action="store_true", help="correctness only (no speed points)")
     g.add_argument("--regrade", action="store_true", help="grade everything again, stored results or not")

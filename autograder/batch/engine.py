@@ -18,10 +18,10 @@ from .work import grade_job, problem_report, worker_gpu
 __all__ = ["BatchResult", "grade_class", "local_gpus", "local_cluster", "default_per_gpu", "GIB_PER_GRADING",
            "MAX_PER_GPU"]
 
-# Measured on an H100 (benchmarks/results/class-batch-*.md): a chapter-01 grading's child peaks near 8 GiB
-# (CUDA context, the timing size's inputs, expected outputs and CuPy's pool); 16 at once ran the 80 GiB
-# GPU out of memory, 8 used 65 GiB.
-GIB_PER_GRADING = 10
+# Measured on an H100 (benchmarks/results/class-batch-*.md): 8 chapter-01 gradings at once peak near 19 GiB
+# together, 12 near 21 GiB (CUDA contexts, the timing size's buffers, CuPy's pools); 6 GiB each leaves room
+# for chapters with larger buffers. More than 8 at once was no faster: they queue for the GPU lock.
+GIB_PER_GRADING = 6
 MAX_PER_GPU = 8
 
 
