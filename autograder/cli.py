@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sync(sub)
     from .batch.command import add_parser as add_grade_class
     add_grade_class(sub)
-    s = sub.add_parser("grade-source", help="(used by notebooks) grade JSON {source, launch} from stdin")
+    s = sub.add_parser("grade-source",
+                       help="(used by notebooks) grade JSON {source, launch, first_line} from stdin")
     s.add_argument("--chapter", required=True)
     s.add_argument("--exercise", required=True)
     s.add_argument("--no-speed", action="store_true")
@@ -136,7 +137,7 @@ def _cmd_grade_source(args) -> int:
     from .runner import grade_source
     payload = json.loads(sys.stdin.read() or "{}")
     report = grade_source(args.chapter, args.exercise, payload.get("source"), launch=payload.get("launch"),
-                          speed=not args.no_speed)
+                          speed=not args.no_speed, first_line=int(payload.get("first_line") or 1))
     print(json.dumps(report.to_dict(), default=str))
     return EXIT_NEEDS_GPU if report.status == Status.NEEDS_GPU else EXIT_OK
 

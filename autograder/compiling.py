@@ -69,7 +69,7 @@ def compile_task(task: dict) -> dict:
     arch = task["arch"]
     try:
         student = course.compile_for_arch(task["source"], arch, options=tuple(ex.options), name=f"{ex.name}.cu",
-                                          use_cache=False)
+                                          use_cache=False, first_line=int(task.get("first_line") or 1))
     except (course.CompileError, MemoryError) as exc:
         log = getattr(exc, "log", "") or ""
         return {"status": "compile error", "message": scrub_log(_compile_problem(exc)), "log": scrub_log(log)}

@@ -25,7 +25,7 @@ from pathlib import Path
 from .launchcfg import LaunchDataError, parse_launch_cell
 
 __all__ = ["Submission", "NotebookError", "MAX_FILE_BYTES", "cells_of", "extract_cells", "cuda_cell_name", "graded_call",
-           "strip_magic", "read_notebook", "collect_submissions", "find_submissions"]
+           "strip_magic", "body_first_line", "read_notebook", "collect_submissions", "find_submissions"]
 
 # a notebook of kernels is a few hundred KiB; anything near this is outputs or an attack on memory
 MAX_FILE_BYTES = 20 << 20
@@ -53,6 +53,8 @@ class Submission:
     problems: dict = dataclasses.field(default_factory=dict)  # exercise -> message ("*": the whole file)
     single_exercise: bool = False  # a .cu file: one kernel, named by the file or the folder
     notes: dict = dataclasses.field(default_factory=dict)  # exercise -> message that costs no points
+    # exercise -> the cell line number of the kernel's first line (2 below a %%cuda line; absent: 1)
+    first_lines: dict = dataclasses.field(default_factory=dict)
 
 
 def _kind(value) -> str:
@@ -133,6 +135,14 @@ def strip_magic(source: str) -> str:
     return source
 
 
+def body_first_line(source) -> int:
+    """The cell line number (as Jupyter numbers a cell's lines, from 1) of the first line of
+    ``strip_magic(source)``: 2 below a ``%%cuda`` first line, 1 for a cell without a magic line."""
+    if not isinstance(source, str):
+        return 1
+    return source.count("\n") - strip_magic(source).count("\n") + 1
+
+
 def cuda_cell_name(source) -> str | None:
     """The exercise key of a ``%%cuda`` cell (its --name, or its first kernel's name) or of a
     ``%%cublas --name NAME`` cell; None otherwise (also for anything that is not a string)."""
@@ -190,10 +200,11 @@ def _duplicate_note(name: str, holders: list) -> str:
 
 
 def _extract(cells) -> tuple:
-    """(kernels, launches, problems, notes) from (cell_type, source, tags) triples; later cells win."""
+    """(kernels, launches, problems, notes, first_lines) from (cell_type, source, tags) triples; later cells
+    win. ``first_lines``: exercise -> the cell line of its kernel's first line (`body_first_line`)."""
     if not isinstance(cells, (list, tuple)):
         raise NotebookError(f"cells should be a list of (cell_type, source, tags), not {_kind(cells)}")
-    kernels, launches, problems, holders = {}, {}, {}, {}
+    kernels, launches, problems, holders, first_lines = {}, {}, {}, {}, {}
     for number, cell in enumerate(cells, 1):
         if not (isinstance(cell, (list, tuple)) and len(cell) == 3 and isinstance(cell[0], str)
                 and isinstance(cell[1], str) and isinstance(cell[2], (list, tuple))
@@ -210,6 +221,7 @@ def _extract(cells) -> tuple:
             tagged = {magic_name: None} if magic_name else {}
         for name, tag in tagged.items():
             kernels[name] = strip_magic(source)
+            first_lines[name] = body_first_line(source)
             holders.setdefault(name, []).append((number, tag))
         for name in launch_tags:
             cfg, problem = _launch(source, name)
@@ -219,7 +231,7 @@ def _extract(cells) -> tuple:
                 launches[name] = cfg
                 problems.pop(name, None)
     notes = {name: _duplicate_note(name, h) for name, h in holders.items() if len(h) > 1}
-    return kernels, launches, problems, notes
+    return kernels, launches, problems, notes, first_lines
 
 
 def extract_cells(cells) -> tuple:
@@ -338,10 +350,10 @@ def _submission(f: Path, label: str, chapter: str | None) -> Submission:
             return Submission(label, str(f), chapter, problems={"*": _unreadable(exc)}, single_exercise=True)
         return Submission(label, str(f), chapter, {f.stem: source}, single_exercise=True)
     try:
-        kernels, launches, problems, notes = _extract(cells_of(_load(f)))
+        kernels, launches, problems, notes, first_lines = _extract(cells_of(_load(f)))
     except (OSError, NotebookError) as exc:
         return Submission(label, str(f), chapter, problems={"*": _unreadable(exc)})
-    return Submission(label, str(f), chapter, kernels, launches, problems, notes=notes)
+    return Submission(label, str(f), chapter, kernels, launches, problems, notes=notes, first_lines=first_lines)
 
 
 def _unreadable(exc: Exception) -> str:

@@ -28,16 +28,29 @@ def _cell_source(exercise: str) -> str | None:
     return sources.get(exercise)
 
 
+def _first_line(source: str | None) -> int:
+    """Where ``source`` starts in the student's cell: the body of a ``%%cuda`` cell run in this session
+    starts at the cell's line 2 (its magic line is line 1); any other text is numbered from 1."""
+    try:
+        import course
+        if source is not None and any(source == s for s in course.cell_sources.values()):
+            return course.CELL_FIRST_LINE
+    except Exception:
+        pass
+    return 1
+
+
 def grade_in_subprocess(chapter: str, exercise: str, source: str | None, launch: dict | None = None,
-                        speed: bool = True) -> ExerciseReport:
-    """Run ``python -m autograder grade-source`` on ``source``; its report (never raises)."""
+                        speed: bool = True, first_line: int = 1) -> ExerciseReport:
+    """Run ``python -m autograder grade-source`` on ``source``; its report (never raises). Compile errors
+    are numbered from ``first_line``, the line of the student's cell where ``source`` starts."""
     ex = get_exercise(chapter, exercise)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "autograder", "grade-source", "--chapter", chapter, "--exercise", exercise]
     if not speed:
         cmd.append("--no-speed")
-    payload = json.dumps({"source": source or "", "launch": launch})
+    payload = json.dumps({"source": source or "", "launch": launch, "first_line": first_line})
     try:
         proc = subprocess.run(cmd, input=payload, capture_output=True, text=True, env=env,
                               timeout=_SUBPROCESS_TIMEOUT_S, cwd=str(ROOT))
@@ -57,7 +70,10 @@ def preview(chapter: str, exercise: str, source: str | None = None, *, launch: d
             speed: bool = True) -> ExerciseReport:
     """Grade your kernel the way the instructor will, and print what to fix.
 
-    ``source`` defaults to the last ``%%cuda --name EXERCISE`` cell you ran.
+    ``source`` defaults to the last ``%%cuda --name EXERCISE`` cell you ran; compile errors in a cell's
+    source are numbered as the cell's lines are (its ``%%cuda`` line is line 1). Without a GPU the
+    kernel is still compiled: a compile error is reported as such, and only a kernel that compiles
+    gets "needs a GPU".
     """
     if os.environ.get("NBGRADER_EXECUTION") == "autograde":
         # nbgrader autograde: the kernels were graded before this notebook ran (autograder.nbgrader_plugin)
@@ -65,7 +81,7 @@ def preview(chapter: str, exercise: str, source: str | None = None, *, launch: d
               "exercise's test cell.")
         return None
     source = source if source is not None else _cell_source(exercise)
-    report = grade_in_subprocess(chapter, exercise, source, launch, speed)
+    report = grade_in_subprocess(chapter, exercise, source, launch, speed, _first_line(source))
     print(report.feedback())
     return report
 
@@ -82,7 +98,8 @@ def nbgrader_points(chapter: str, exercise: str, *, launch: dict | None = None) 
     never writes to stderr. With no GPU it prints why and returns 0.
     """
     try:
-        report = grade_in_subprocess(chapter, exercise, _cell_source(exercise), launch)
+        source = _cell_source(exercise)
+        report = grade_in_subprocess(chapter, exercise, source, launch, first_line=_first_line(source))
     except Exception as exc:  # a spec error: print it for the instructor, give no points
         print(f"{exercise}: the grader could not run ({type(exc).__name__}: {exc}). 0 points.")
         return 0.0

@@ -31,7 +31,7 @@ from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from nbgrader.preprocessors import OverwriteCells as _OverwriteCells
 from traitlets import Unicode
 
-from .extract import cuda_cell_name, extract_cells, graded_call, strip_magic
+from .extract import body_first_line, cuda_cell_name, extract_cells, graded_call, strip_magic
 from .report import printable
 
 __all__ = ["GradeKernels", "WriteKernelPoints", "DeduplicateIds", "OverwriteCells", "graded_call", "METADATA_KEY",
@@ -88,10 +88,11 @@ class GradeKernels(NbGraderPreprocessor):
             chapter, exercise = target
             kernel_cell = submitted.get(solution_of.get(exercise, ""))
             source = strip_magic(kernel_cell["source"]) if kernel_cell is not None else None
+            first_line = body_first_line(kernel_cell["source"]) if kernel_cell is not None else 1
             points, feedback = self._stored(chapter, exercise, source, launches.get(exercise), float(max_score or 0))
             if points is None:
                 points, feedback = self._grade(chapter, exercise, source, launches.get(exercise),
-                                               info.get("student", ""), float(max_score or 0))
+                                               info.get("student", ""), float(max_score or 0), first_line)
             if manual.get(name) is not None:
                 feedback += (f"\nYour instructor set this exercise to {manual[name]:g} points by hand in the "
                              "formgrader; that score counts instead of the grader's.")
@@ -120,12 +121,12 @@ class GradeKernels(NbGraderPreprocessor):
                       row["graded_at"])
         return round(points, 4), row["feedback"] + f"\n(graded on {row['gpu']}, {row['graded_at'][:16]} UTC)"
 
-    def _grade(self, chapter, exercise, source, launch, student, max_score):
+    def _grade(self, chapter, exercise, source, launch, student, max_score, first_line=1):
         from .report import Status
         from .runner import grade_source
         try:
             report = grade_source(chapter, exercise, source, launch=launch, submission=student,
-                                  session=_session())
+                                  session=_session(), first_line=first_line)
         except Exception as exc:  # a spec error: the instructor must see it; the student gets no points
             self.log.error("course grader: %s/%s could not be graded: %s", chapter, exercise, exc)
             return 0.0, f"{exercise}: the grader could not run ({type(exc).__name__}: {exc}). 0 points."

@@ -107,17 +107,30 @@ def _fail(ex, status: str, reason: str, **extra) -> ExerciseReport:
                           max_points=ex.max_points, reason=reason, **extra)
 
 
-def _no_gpu_report(ex, reason: str, **extra) -> ExerciseReport:
-    return _fail(ex, Status.NEEDS_GPU, f"needs a GPU: not graded here. {reason}", **extra)
+def _no_gpu_report(ex, reason: str, compiled_for: str = "", **extra) -> ExerciseReport:
+    """Nothing could run here; ``compiled_for``: the arch the student's kernel compiled for, to say so."""
+    done = (f"Your kernel compiles (NVRTC, {compiled_for}); running it on the test sizes needs a GPU. "
+            if compiled_for else "")
+    return _fail(ex, Status.NEEDS_GPU, f"needs a GPU: not graded here. {done}{reason}", **extra)
 
 
-def _prepare(ex, source, launch, cases):
+def _source_problem(source: str, first_line: int) -> str:
+    """`check_source`'s verdict, its line numbers counted from ``first_line`` (as the student's cell shows)."""
+    problem = check_source(source)
+    if problem and first_line > 1:
+        renumbered = check_source("\n" * (first_line - 1) + source)  # blank lines shift every "line N"
+        if renumbered.startswith("line "):
+            problem = renumbered
+    return problem
+
+
+def _prepare(ex, source, launch, cases, first_line: int = 1):
     """(cfg, None) or (None, (status, message)) from the checks that need no GPU."""
     if not source or not source.strip():
         return None, (Status.FAILED, (
             f"no kernel found for {ex.name}: put it in a `%%cuda --name {ex.name}` cell (or a cell tagged "
             f"kernel:{ex.name})."))
-    problem = check_source(source) or compare_signature(ex, source)
+    problem = _source_problem(source, first_line) or compare_signature(ex, source)
     if problem:
         return None, (Status.COMPILE_ERROR, problem)
     try:
@@ -163,12 +176,14 @@ def _compile_failure(outcome) -> dict:
         "simplify the source.")}
 
 
-def _compile(ex, source: str, session: Session, private: str) -> dict:
-    """Compile the student's source (and, once per session and arch, the reference) in a compile child."""
+def _compile(ex, source: str, session: Session, private: str, first_line: int = 1) -> dict:
+    """Compile the student's source (and, once per session and arch, the reference) in a compile child;
+    compile errors are numbered from ``first_line``, the cell line where the source starts."""
     ref_source = reference_source(ex)
     arch = choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
     key = (ex.chapter, ex.name, arch)
     task = {"phase": "compile", "chapter": ex.chapter, "exercise": ex.name, "source": source, "arch": arch,
+            "first_line": first_line,
             "harness": HARNESS_MODULE, "cap": COMPILE_CAP, "private_dir": private,
             "log_path": os.path.join(private, "compile.log"),
             "compile_memory": compiling.COMPILE_MEMORY_BYTES, "compile_cpu_s": compiling.COMPILE_CPU_S}
@@ -179,6 +194,7 @@ def _compile(ex, source: str, session: Session, private: str) -> dict:
     if data is None:
         return _compile_failure(outcome)
     if data.get("status") == "ok":
+        data.setdefault("arch", arch)
         if "reference" in data:
             session.references[key] = data.pop("reference")
         data["programs"] = {"student": data.pop("student"), "reference": session.references[key]}
@@ -186,8 +202,13 @@ def _compile(ex, source: str, session: Session, private: str) -> dict:
 
 
 def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dict | None = None,
-                 submission: str = "", session: Session | None = None, speed: bool = True) -> ExerciseReport:
+                 submission: str = "", session: Session | None = None, speed: bool = True,
+                 first_line: int = 1) -> ExerciseReport:
     """Grade one kernel source for one exercise; never raises for student errors.
+
+    ``first_line`` is the line number of the source's first line where the student wrote it: 2 for the
+    body of a ``%%cuda`` cell (Jupyter numbers the magic line 1), so that the line numbers of compile
+    errors and source problems are the ones the student sees in the cell.
 
     Raises
     ------
@@ -202,19 +223,19 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         return _grade_call(ex, source, session, extra, t0)
     seed = session.new_seed()
     cases = list(ex.sizes) + draw_cases(ex, seed)
-    cfg, problem = _prepare(ex, source, launch, cases)
+    cfg, problem = _prepare(ex, source, launch, cases, first_line)
     if problem:
         return policy.score(ex, [], compile_failure=problem, **extra)
     session.probe()
     with _private_dir() as private:
-        comp = _compile(ex, source, session, private)
+        comp = _compile(ex, source, session, private, first_line)
         notes = list(comp.get("notes") or [])
         extra["compile_log"] = comp.get("log", "")
         if comp.get("status") != "ok":
             return policy.score(ex, [], compile_failure=(comp.get("status", Status.ERROR), comp.get("message", "")),
                                 notes=notes, **extra)
         if session.no_gpu:
-            return _no_gpu_report(ex, session.no_gpu, notes=notes, **extra)
+            return _no_gpu_report(ex, session.no_gpu, comp["arch"], notes=notes, **extra)
         steps = ["load"] + [f"size:{i}" for i in range(len(cases))]
         if speed and ex.points.speed > 0:
             steps.append("timing")
@@ -372,7 +393,8 @@ def grade_submission(sub: Submission, *, exercise: str | None = None, session: S
             out.append(_fail(ex, Status.FAILED, problem, submission=sub.label))
             continue
         out.append(_noted(grade_source(sub.chapter, name, sub.kernels.get(name), launch=sub.launches.get(name),
-                                       submission=sub.label, session=session, speed=speed), sub, name))
+                                       submission=sub.label, session=session, speed=speed,
+                                       first_line=sub.first_lines.get(name, 1)), sub, name))
     return out
 
 

@@ -321,9 +321,12 @@ def _reconcile_text(nb, chapter, ex, k, problems) -> None:
 
 def _reconcile(nb, chapter: str, exercises) -> list:
     problems = []
-    if not nb.cells or nb.source(0).strip() != "%load_ext course":
-        problems.append(Problem(nb.where(0), "the first cell should be `%load_ext course`, so that the %%cuda "
-                                "cells work when the notebook runs top to bottom", "", "notebook"))
+    from course.colab import cell_source  # standard library only; it reads pyproject's [tool.course]
+    if not nb.cells or nb.source(0) != cell_source(kind="exercise"):
+        problems.append(Problem(nb.where(0), "the first cell should be the set-up cell of course/colab.py (on "
+                                "Colab it installs the course; then `%load_ext course`, so that the %%cuda cells "
+                                "work when the notebook runs top to bottom), with pyproject.toml's [tool.course] "
+                                "repo_url in it: run python3 tools/add_colab_cell.py", "", "notebook"))
     names = {ex.name for ex in exercises}
     for i, c in enumerate(nb.cells):
         for tag in c.get("metadata", {}).get("tags") or []:

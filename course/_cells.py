@@ -33,7 +33,9 @@ class CudaCell:
     def compile(self, *, options=(), arch=None):
         """The cell compiled for this GPU (or ``arch``) with its own options plus ``options``: a Module."""
         from ._launch import compile as compile_
-        return compile_(self.source, options=(*self.options, *options), arch=arch, name=f"{self.key}.cu")
+        from ._sources import CELL_FIRST_LINE
+        return compile_(self.source, options=(*self.options, *options), arch=arch, name=f"{self.key}.cu",
+                        first_line=CELL_FIRST_LINE)
 
     def kernel(self, name: str | None = None, *, options=()):
         """One kernel of the cell (default: the cell's only or first kernel), compiled: a `course.Kernel`."""
@@ -42,7 +44,9 @@ class CudaCell:
     def compile_for_arch(self, arch: str, *, options=()):
         """NVRTC only (no GPU): a `course.Program` for ``arch``."""
         from ._compile import compile_for_arch
-        return compile_for_arch(self.source, arch, options=(*self.options, *options), name=f"{self.key}.cu")
+        from ._sources import CELL_FIRST_LINE
+        return compile_for_arch(self.source, arch, options=(*self.options, *options), name=f"{self.key}.cu",
+                                first_line=CELL_FIRST_LINE)
 
 
 def _magic_flags(line: str) -> dict:

@@ -23,7 +23,7 @@ from ._headers import include_dirs
 from ._signature import parse_kernels
 
 __all__ = ["Program", "Resources", "compile_for_arch", "declared_arch", "cache_dir", "sass_of", "normalize_arch", "arch_cc",
-           "DEFAULT_OPTIONS"]
+           "DEFAULT_OPTIONS", "LOCAL_MEMORY_NOTE", "resource_lines"]
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
 _REQUIRES_LINE = re.compile(r"^\s*//\s*requires:\s*(sm_\d+a?)\s*$")
@@ -39,6 +39,11 @@ def declared_arch(source: str) -> str | None:
     return m.group(1) if m else None
 
 
+# no ";" in it: the %%cuda magic joins several kernels' summaries with "; "
+LOCAL_MEMORY_NOTE = ("per-thread stack memory in DRAM, for register spills and arrays indexed at run time: "
+                     "much slower than registers when used")
+
+
 @dataclasses.dataclass(frozen=True)
 class Resources:
     """What ptxas reports for one kernel (None where only the driver knows, e.g. with no GPU)."""
@@ -51,14 +56,31 @@ class Resources:
     const_bytes: int | None = None
     max_threads_per_block: int | None = None
 
-    def summary(self) -> str:
+    def summary(self, explain: bool = True) -> str:
+        """One line: registers, static shared, local memory, spills, max threads per block.
+
+        With ``explain`` and local memory in use, a short clause says what local memory is, since a
+        report such as "32 B local" is the first place many students meet it.
+        """
         def fmt(v, unit=""):
             return "?" if v is None else f"{v}{unit}"
+        local = f"{fmt(self.local_bytes, ' B')} local"
+        if explain and self.local_bytes:
+            local += f" ({LOCAL_MEMORY_NOTE})"
         spill = "" if not (self.spill_stores or self.spill_loads) else (
             f", SPILLS {self.spill_stores} B stored / {self.spill_loads} B loaded")
         mt = "" if self.max_threads_per_block is None else f", max {self.max_threads_per_block} threads/block"
         return (f"{fmt(self.registers)} registers, {fmt(self.static_smem, ' B')} static shared, "
-                f"{fmt(self.local_bytes, ' B')} local{spill}{mt}")
+                f"{local}{spill}{mt}")
+
+
+def resource_lines(pairs) -> list:
+    """``"name: summary"`` for each (name, `Resources`) pair; what local memory is, said once only."""
+    out, said = [], False
+    for name, res in pairs:
+        out.append(f"{name}: {res.summary(explain=not said)}")
+        said = said or bool(res.local_bytes)
+    return out
 
 
 @dataclasses.dataclass
@@ -180,29 +202,35 @@ def parse_ptxas_log(log: str) -> dict:
     return out
 
 
-def _numbered(source: str, lines: set, context: int = 2) -> str:
+def _numbered(source: str, lines: set, context: int = 2, first_line: int = 1) -> str:
+    """The lines around each of ``lines``, numbered from ``first_line`` (the number of the source's first
+    line, as the compiler was told with #line), those in ``lines`` marked with '>'."""
     src = source.splitlines()
+    end = first_line + len(src) - 1
     show = set()
     for ln in lines:
-        show.update(range(max(1, ln - context), min(len(src), ln + context) + 1))
+        show.update(range(max(first_line, ln - context), min(end, ln + context) + 1))
     out, last = [], 0
     for ln in sorted(show):
         if last and ln != last + 1:
             out.append("     ...")
         mark = ">" if ln in lines else " "
-        out.append(f"{mark}{ln:4d} | {src[ln - 1]}")
+        out.append(f"{mark}{ln:4d} | {src[ln - first_line]}")
         last = ln
     return "\n".join(out)
 
 
-def _compile_error(source, name, arch, options, log) -> CompileError:
+def _compile_error(source, name, arch, options, log, first_line: int = 1) -> CompileError:
     errs = re.findall(rf"{re.escape(name)}\((\d+)\): (?:error|catastrophic error)", log)
     lines = {int(x) for x in errs}
     n = len(re.findall(r"\): (?:error|catastrophic error)", log))
     parts = [f"NVRTC could not compile {name} for {arch}"
              + (f" ({n} error{'s' * (n != 1)})." if n else ".")]
     if lines:
-        parts += ["", "Where (> marks the line the compiler complains about):", _numbered(source, lines)]
+        # a notebook shows the %%cuda line as the cell's line 1, so a cell's source starts at line 2
+        how = f"the cell's line numbers, its %%cuda line being {first_line - 1}; " if first_line > 1 else ""
+        parts += ["", f"Where ({how}> marks the line the compiler complains about):",
+                  _numbered(source, lines, first_line=first_line)]
     missing = re.findall(r'cannot open source file "([^"]+)"', log)
     if missing:
         parts += ["", f"The header(s) {', '.join(sorted(set(missing)))} were not found in: "
@@ -245,7 +273,7 @@ def _store_cached(path: Path, meta: dict, cubin: bytes) -> None:
 
 
 def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
-                     name_expressions=(), use_cache: bool = True) -> Program:
+                     name_expressions=(), use_cache: bool = True, first_line: int = 1) -> Program:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC; no GPU needed.
 
     Parameters
@@ -260,6 +288,10 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
     name_expressions : sequence of str
         Template instantiations to keep, e.g. ``"gemm<128, 8>"``; their mangled names are in
         `Program.lowered_names`.
+    first_line : int
+        The line number of the source's first line in what the student sees: 2 for the body of a
+        ``%%cuda`` cell, whose line 1 is the magic line. Compile errors (the log and the numbered
+        excerpt) and the line table use these numbers.
 
     Raises
     ------
@@ -271,10 +303,14 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
     arch = normalize_arch(arch)
     options = tuple(options)
     name_expressions = tuple(name_expressions)
+    if isinstance(first_line, bool) or not isinstance(first_line, int) or first_line < 1:
+        raise ValueError(f"`first_line` should be a line number (an int >= 1); got {first_line!r}")
+    # #line makes NVRTC itself (its log, the -lineinfo table) count lines as the student's cell does
+    text = source if first_line == 1 else f"#line {first_line}\n{source}"
     nvrtc = _nvrtc()
     version = nvrtc.getVersion()
     full = (f"-arch={arch}",) + DEFAULT_OPTIONS + tuple(f"-I{d}" for d in include_dirs()) + options
-    key = _key(source, arch, full, name_expressions, version)
+    key = _key(text, arch, full, name_expressions, version)
     path = cache_dir() / "nvrtc" / key
     if use_cache:
         hit = _load_cached(path)
@@ -285,7 +321,7 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
                            meta["lowered"], res, name)
     log = ""
     for extra in (("-Xptxas=-v", "--no-cache"), ("-Xptxas=-v",)):
-        prog = nvrtc.createProgram(source, name, [], [])
+        prog = nvrtc.createProgram(text, name, [], [])
         try:
             for expr in name_expressions:
                 nvrtc.addNameExpression(prog, expr)
@@ -295,7 +331,7 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
                 log = nvrtc.getProgramLog(prog)
                 if "--no-cache" in extra and ("no-cache" in log or "INVALID_OPTION" in str(exc)):
                     continue  # older NVRTC without a cache flag: retry without it
-                raise _compile_error(source, name, arch, full, log) from None
+                raise _compile_error(source, name, arch, full, log, first_line) from None
             log = nvrtc.getProgramLog(prog)
             ptx = nvrtc.getPTX(prog)
             ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
@@ -316,43 +352,68 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
     return Program(source, arch, options, cubin, ptx, log, lowered, resources, name)
 
 
-def _find_tool(tool: str):
-    found = shutil.which(tool)
-    if found:
-        return found
+def _tool_dirs() -> list:
+    """Folders that may hold the CUDA toolkit's programs, the course's own install first.
+
+    pip's CUDA wheels put theirs in ``nvidia/cu13/bin`` (CUDA 13: one tree for every component) or
+    ``nvidia/<component>/bin`` (CUDA 12). They come before PATH because a system toolkit found there
+    can be older than the NVRTC that made the cubin, and an old disassembler rejects a newer arch.
+    """
     import sys
-    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda",
-             os.environ.get("CONDA_PREFIX")]
+    dirs = []
     for p in sys.path:
-        if p and os.path.isdir(os.path.join(p, "nvidia")):
-            roots += [str(x) for x in Path(p, "nvidia").glob("*")]
-    for root in filter(None, roots):
-        cand = Path(root) / "bin" / tool
-        if cand.exists():
-            return str(cand)
+        nv = Path(p or ".", "nvidia")
+        if nv.is_dir():
+            dirs += sorted(nv.glob("*/bin"), reverse=True)
+    dirs += [Path(d) for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    dirs += [Path(os.environ[v], "bin") for v in ("CUDA_PATH", "CUDA_HOME", "CONDA_PREFIX") if os.environ.get(v)]
+    return dirs + [Path(sys.prefix, "bin"), Path("/usr/local/cuda/bin")]
+
+
+def _find_tool(tool: str):
+    """The path of the CUDA program ``tool`` (``nvdisasm``, ``cuobjdump``), or None."""
+    names = (tool + ".exe", tool) if os.name == "nt" else (tool,)
+    for d in _tool_dirs():
+        for name in names:
+            cand = Path(d, name)
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
     return None
 
 
+_NO_DISASSEMBLER = (
+    "SASS needs nvdisasm, the CUDA disassembler, and none was found (searched: the pip wheels' "
+    "nvidia/*/bin folders, PATH, the bin folders of CUDA_PATH, CUDA_HOME and CONDA_PREFIX, and "
+    "/usr/local/cuda/bin). The README's install command brings it (pip: nvidia-cuda-nvdisasm; conda: "
+    "cuda-nvdisasm): run it again, or install that package into this Python. Compiling and the PTX "
+    "view (`.ptx`) work without it.")
+
+
 def sass_of(cubin: bytes) -> str:
-    """Disassemble a cubin with cuobjdump (or nvdisasm).
+    """Disassemble a cubin into SASS, the machine code the GPU runs; no GPU needed.
+
+    nvdisasm does the work (``-c``: code sections only). cuobjdump is tried only where nvdisasm is not
+    found, since it disassembles by calling nvdisasm itself: the cuobjdump wheel alone cannot show SASS.
 
     Raises
     ------
     FileNotFoundError
-        When neither tool is installed, saying where to get one.
+        When no disassembler is installed, saying which package brings one.
+    RuntimeError
+        When the disassembler rejects the cubin, with its message.
     """
-    tool = _find_tool("cuobjdump")
-    args = ["-sass"]
-    if tool is None:
-        tool, args = _find_tool("nvdisasm"), ["-c"]
-    if tool is None:
-        raise FileNotFoundError(
-            "SASS needs cuobjdump or nvdisasm from the CUDA toolkit, and neither was found "
-            "(pip: nvidia-cuda-cuobjdump). The PTX view (`.ptx`) works without them.")
+    nvdisasm = _find_tool("nvdisasm")
+    cuobjdump = None if nvdisasm else _find_tool("cuobjdump")
+    if not (nvdisasm or cuobjdump):
+        raise FileNotFoundError(_NO_DISASSEMBLER)
+    tool, args = (nvdisasm, ["-c"]) if nvdisasm else (cuobjdump, ["-sass"])
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "k.cubin"
         f.write_bytes(cubin)
         r = subprocess.run([tool, *args, str(f)], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
+        if cuobjdump and "nvdisasm" in r.stderr:
+            raise FileNotFoundError(f"{cuobjdump} was found, but it needs nvdisasm to show SASS. "
+                                    + _NO_DISASSEMBLER)
         raise RuntimeError(f"{Path(tool).name} failed on this cubin: {r.stderr.strip()}")
     return r.stdout

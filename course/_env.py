@@ -127,9 +127,14 @@ def device_info() -> DeviceInfo:
     return info
 
 
-def no_gpu_message(what: str = "This cell") -> str:
-    """One sentence for a GPU cell on a machine without a GPU."""
-    return f"[no GPU] {what.rstrip('.')} needs an NVIDIA GPU, so it was skipped here. {_COLAB_HINT}"
+def no_gpu_message(what: str = "this cell") -> str:
+    """One line for a GPU cell on a machine without a GPU: what was skipped, why, and where to run it.
+
+    ``what`` is whatever describes the skipped work, an action ("launch 3 blocks and print who ran where")
+    or a thing ("The benchmark suite"); the line reads naturally with either.
+    """
+    what = " ".join(str(what).split()).rstrip(".:;,") or "this cell"
+    return f"[no GPU] Skipped: {what} (it needs an NVIDIA GPU). {_COLAB_HINT}"
 
 
 def supports(feature: str, cc: tuple | None = None) -> bool:

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ._compile import Program, Resources, compile_for_arch
+from ._compile import Program, Resources, compile_for_arch, resource_lines
 from ._errors import LaunchError
 from ._signature import parse_kernels
 
@@ -210,11 +210,15 @@ class Module:
 
     def report(self) -> str:
         """One line per kernel: registers, shared, local memory, spills, max threads per block."""
-        return "\n".join(f"{n}: {k.resources.summary()}" for n, k in self.kernels.items())
+        return "\n".join(resource_lines((n, k.resources) for n, k in self.kernels.items()))
 
 
-def compile(source: str, *, options=(), arch=None, name_expressions=(), name: str = "kernel.cu") -> Module:
+def compile(source: str, *, options=(), arch=None, name_expressions=(), name: str = "kernel.cu",
+            first_line: int | None = None) -> Module:
     """Compile ``source`` for the current GPU (or ``arch``) and load it.
+
+    ``first_line`` numbers compile errors (see `compile_for_arch`); by default a source that is the body
+    of a ``%%cuda`` cell run in this session (``course.cell_sources[...]``) is numbered as that cell is.
 
     Raises
     ------
@@ -224,7 +228,10 @@ def compile(source: str, *, options=(), arch=None, name_expressions=(), name: st
         When NVRTC rejects the source (numbered source, log and options in the message).
     """
     from ._env import device_info
+    from ._sources import first_line_of
+    if first_line is None:
+        first_line = first_line_of(source)
     dev = device_info()
     prog = compile_for_arch(source, arch or dev.arch, options=options, name=name,
-                            name_expressions=name_expressions)
+                            name_expressions=name_expressions, first_line=first_line)
     return Module(prog)

@@ -6,12 +6,9 @@ import argparse
 import shlex
 
 from ._errors import CompileError
+from ._sources import CELL_FIRST_LINE, cell_sources
 
-__all__ = ["cell_sources", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell"]
-
-cell_sources: dict = {}
-"""Sources of `%%cuda` and `%%cublas` cells by --name (or first kernel name); the grader reads exercises
-from here."""
+__all__ = ["cell_sources", "CELL_FIRST_LINE", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell"]
 
 _parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
 _parser.add_argument("--arch", default=None)
@@ -29,7 +26,7 @@ def _usage_error(msg):
 
 def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     """Compile ``cell``; put its kernels in ``namespace``; return them. Used by the `%%cuda` magic."""
-    from ._compile import declared_arch, arch_cc, compile_for_arch, normalize_arch
+    from ._compile import declared_arch, arch_cc, compile_for_arch, normalize_arch, resource_lines
     from ._env import device_info, gpu_available
     from ._launch import Module
     from ._signature import parse_kernels
@@ -53,7 +50,8 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
             have_gpu, arch = False, need
     target = arch or (device_info().arch if have_gpu else normalize_arch(requires or "sm_80"))
     try:
-        prog = compile_for_arch(cell, target, options=options)
+        # IPython hands the magic the cell below its %%cuda line, which the notebook numbers line 1
+        prog = compile_for_arch(cell, target, options=options, first_line=CELL_FIRST_LINE)
     except CompileError as exc:
         if args.no_run:
             print(str(exc))  # an exercise: the grader reports it too; let the notebook go on
@@ -62,7 +60,7 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     if not have_gpu or args.no_run:
         if not args.quiet:
             res = prog.resources
-            detail = "; ".join(f"{k}: {v.summary()}" for k, v in res.items() if k in names) or "ok"
+            detail = "; ".join(resource_lines((k, v) for k, v in res.items() if k in names)) or "ok"
             why = "kept for grading" if args.no_run else "running it needs a GPU"
             print(f"Compiled {', '.join(names) or 'the cell'} for {target} with NVRTC ({detail}); {why}.")
         return {}
@@ -85,7 +83,7 @@ def gpu_cell(line: str, cell: str, shell) -> None:
         print(f"Not run while the instructor autogrades: {line.strip() or 'this cell'}.")
         return
     if not gpu_available():
-        print(no_gpu_message(line.strip() or "This cell"))
+        print(no_gpu_message(line.strip() or "this cell"))
         return
     shell.run_cell(cell)
 

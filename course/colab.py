@@ -1,9 +1,14 @@
 """Google Colab: install the course into Colab's own Python, with the CuPy build for its driver.
 
-Every chapter starts with the cell that `cell_source()` returns. On Colab it clones the repository and
-runs `setup()` from this file *by path*: `import course` cannot work before the course is installed,
-so this module uses the standard library only and never imports the rest of the package. Elsewhere
-the cell, and `setup()`, do nothing.
+Every chapter and every exercise notebook starts with the cell that `cell_source()` returns. On Colab it
+clones the repository and runs `setup()` from this file *by path*: `import course` cannot work before the
+course is installed, so this module uses the standard library only and never imports the rest of the
+package. Elsewhere the cell, and `setup()`, do nothing.
+
+Where Colab clones from is one setting, ``repo_url`` under ``[tool.course]`` in pyproject.toml (`repo_url()`).
+The cell cannot read it (nothing of the course is there yet), so tools/add_colab_cell.py writes it into
+every notebook's cell, and into the exercises' note on how to open them in Colab (`exercise_note()`);
+the tests and `python -m autograder check-specs` fail while a notebook holds another address.
 
 `setup()` picks the CuPy extra the way tools/bootstrap.py does (it loads that file, so the two never
 disagree): the driver's CUDA version from nvidia-smi, then the course (editable) and pyproject's
@@ -22,12 +27,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["REPO_URL", "DEFAULT_DIR", "on_colab", "setup", "cell_source"]
+__all__ = ["DEFAULT_DIR", "NOTE_BEGIN", "NOTE_END", "repo_url", "on_colab", "setup", "cell_source",
+           "exercise_note"]
 
-# Where Colab clones the course from. A placeholder until the course is published: set it (and
-# rerun tools/add_colab_cell.py), or set COURSE_REPO_URL in Colab before the first cell.
-REPO_URL = "https://github.com/YOUR-ORG/cuda-course.git"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 DEFAULT_DIR = "/content/cuda-course"
+# The exercises' Colab note sits between these in the notebook's title cell (invisible when rendered),
+# so tools/add_colab_cell.py can rewrite it without touching the author's prose around it.
+NOTE_BEGIN, NOTE_END = "<!-- colab -->", "<!-- /colab -->"
 STAMP = Path(".cache", "colab-install.json")  # in the checkout, under a git-ignored folder
 # Colab ships cupy-cuda12x; two CuPy builds in one environment shadow each other.
 OTHER_CUPY = {"cuda13": "cupy-cuda12x", "cuda12": "cupy-cuda13x"}
@@ -47,6 +54,17 @@ print("CuPy", cupy.__version__, "| NVRTC", ".".join(map(str, nvrtc.getVersion())
 print("CUDA headers: all found (mma.h -> crt/mma.h resolves)" if not missing
       else "CUDA headers missing: " + ", ".join(f"{h} ({src})" for h, src in missing.items()))
 """
+
+
+def repo_url(pyproject: str | os.PathLike | None = None) -> str:
+    """The repository Colab clones, ``[tool.course] repo_url`` of pyproject.toml; "" while unset."""
+    text = Path(pyproject or PYPROJECT).read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the one key, read by hand
+        m = re.search(r'^\[tool\.course\][^\[]*?^repo_url\s*=\s*"([^"]*)"', text, re.M | re.S)
+        return m.group(1).strip() if m else ""
+    return str(tomllib.loads(text).get("tool", {}).get("course", {}).get("repo_url", "")).strip()
 
 
 def on_colab() -> bool:
@@ -135,16 +153,51 @@ def setup(repo_dir: str | os.PathLike | None = None) -> dict | None:
     return {"repo": str(repo), "extra": extra, "driver_cuda": version, "installed_now": not done}
 
 
-def cell_source(repo_url: str = REPO_URL) -> str:
-    """The first code cell of every chapter: Colab set-up (self-contained), then the preflight."""
+def cell_source(url: str | None = None, kind: str = "chapter") -> str:
+    """The first code cell of every chapter (``kind="chapter"``: then the preflight) or exercise notebook
+    (``"exercise"``: no preflight, which would measure the GPU's ceilings in every graded notebook): the
+    Colab set-up, self-contained, then ``%load_ext course``. ``url`` defaults to `repo_url()`; when it is
+    empty, the cell on Colab stops with what to do instead of a failed git clone."""
+    if kind not in ("chapter", "exercise"):
+        raise ValueError(f"kind must be 'chapter' or 'exercise', not {kind!r}")
+    url = repo_url() if url is None else url
+    last = "import course; course.preflight()\n%load_ext course" if kind == "chapter" else "%load_ext course"
     return f'''# On Colab, first install the course and the CuPy build for this GPU (elsewhere this does nothing).
 import os, sys
 if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
     import runpy, subprocess
     COURSE_DIR = os.environ.get("COURSE_DIR", "{DEFAULT_DIR}")
     if not os.path.isdir(COURSE_DIR):
-        url = os.environ.get("COURSE_REPO_URL", "{repo_url}")
-        subprocess.run(["git", "clone", "-q", "--depth=1", url, COURSE_DIR], check=True)
+        url = os.environ.get("COURSE_REPO_URL", {json.dumps(url)})
+        if not url:
+            raise SystemExit("Colab cannot fetch the course: its address is not set in this notebook. Ask your "
+                             "instructor for it, run  os.environ['COURSE_REPO_URL'] = 'ADDRESS'  in a new cell "
+                             "above this one, then run this cell again. (Instructors: set repo_url under "
+                             "[tool.course] in pyproject.toml, then run python3 tools/add_colab_cell.py.)")
+        git = subprocess.run(["git", "clone", "-q", "--depth=1", url, COURSE_DIR], capture_output=True,
+                             text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if git.returncode:
+            raise SystemExit(f"git could not fetch the course from {{url}}: {{git.stderr.strip()}}. Check the "
+                             "address (os.environ['COURSE_REPO_URL'] = 'ADDRESS' in a new cell above this one "
+                             "sets another), then run this cell again.")
     runpy.run_path(os.path.join(COURSE_DIR, "course", "colab.py"))["setup"](COURSE_DIR)
-import course; course.preflight()
-%load_ext course'''
+{last}'''
+
+
+def exercise_note(url: str | None = None) -> str:
+    """The exercises' note on working in Colab (markdown, between NOTE_BEGIN and NOTE_END).
+
+    Its link is Colab's start page, whose Upload tab opens a file, not a GitHub address: the notebook to
+    open is the student's own copy, with their work in it, while the repository holds the instructor's
+    version with the solutions filled in."""
+    url = repo_url() if url is None else url
+    source = (f"It fetches the course from `{url}`." if url else
+              "The course's address is not set in this copy yet: the cell says what to do.")
+    return (f"{NOTE_BEGIN}\n"
+            "**No NVIDIA GPU here? Open this notebook in Colab.** Go to\n"
+            "[colab.research.google.com](https://colab.research.google.com/), choose *Upload* and pick this file\n"
+            "(your work comes with it), then *Runtime > Change runtime type >* a GPU (T4 is enough). Run the code\n"
+            "cell at the top first: on Colab it installs the course (about a minute), anywhere else it does\n"
+            f"nothing. {source}\n"
+            "Colab keeps your work in its own copy: *File > Download > Download .ipynb* before you hand it in.\n"
+            f"{NOTE_END}")

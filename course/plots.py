@@ -107,10 +107,10 @@ def vs_ceiling(results: dict, ceiling_gbps: float, *, ceiling_label: str = "devi
     for i, v in enumerate(vals):
         ax.text(v, i, f" {v:.0f} GB/s ({100 * v / ceiling_gbps:.0f}%)", va="center", fontsize=8)
     ax.axvline(ceiling_gbps, color="black", ls="--", lw=1)
-    ax.text(ceiling_gbps, len(names) - 0.4, f" {ceiling_label}\n {ceiling_gbps:.0f} GB/s", fontsize=8,
-            va="top")
+    # the ceiling's label gets a row of its own above the first bar: clear of the bars' labels and ticks
+    ax.text(ceiling_gbps, -1.0, f" {ceiling_label}: {ceiling_gbps:.0f} GB/s", fontsize=8, va="center")
     ax.set_yticks(range(len(names)), names, fontsize=8)
-    ax.invert_yaxis()
+    ax.set_ylim(len(names) - 0.5, -1.6)  # inverted: the first name on top, the label's row above it
     ax.set_xlabel("GB/s (bytes read + written per second)")
     ax.set_xlim(0, max(max(vals, default=0), ceiling_gbps) * 1.35)
     if title:

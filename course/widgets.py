@@ -8,9 +8,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import statistics
 from pathlib import Path
 
-__all__ = ["Sweep", "sweep"]
+__all__ = ["RECORD_REPEATS", "Sweep", "sweep"]
+
+
+RECORD_REPEATS = 3  # runs per point of a recording; the median is recorded
 
 
 def _key(values: dict) -> str:
@@ -44,6 +48,7 @@ class Sweep:
             raise ValueError(f"`x` should be one of {list(self.params)}; got {self.x!r}")
         self.metric, self.name, self.title, self.logx = metric, name, title, logx
         self.results: dict = {}  # key -> (value or None, note)
+        self.samples: dict = {}  # key -> every run of a recorded point (the value is their median)
         self.recorded_on = None
         from ._ceilings import results_dir
         self.recorded = Path(recorded) if recorded else (
@@ -68,14 +73,26 @@ class Sweep:
         if k not in self.results:
             if not self.live:
                 return None
+            self._measure(k, values, 1)
+        return self.results[k][0]
+
+    def _measure(self, k: str, values: dict, repeats: int) -> None:
+        """Run one combination ``repeats`` times and keep the median: a recording replayed for years must
+        not keep a one-off glitch (a clock change, another process) as if the hardware did it."""
+        got = []
+        note = ""
+        for _ in range(repeats):
             try:
-                got = self.run(**values)
-                # run may return (metric, note): the note (registers, occupancy...) is shown with the plot
-                v, note = (got if isinstance(got, tuple) else (got, ""))
-                self.results[k] = (float(v), str(note))
+                r = self.run(**values)
             except Exception as exc:  # an invalid choice is information, not a crash
                 self.results[k] = (None, f"{type(exc).__name__}: {exc}".splitlines()[0])
-        return self.results[k][0]
+                return
+            # run may return (metric, note): the note (registers, occupancy...) is shown with the plot
+            v, note = (r if isinstance(r, tuple) else (r, ""))
+            got.append(float(v))
+        self.results[k] = (float(statistics.median(got)), str(note))
+        if repeats > 1:
+            self.samples[k] = got
 
     def note(self, **values) -> str:
         return self.results.get(_key(values), (None, "not recorded"))[1]
@@ -100,8 +117,9 @@ class Sweep:
             out.append((xv, self.measure(**vals)))
         return out
 
-    def measure_all(self, progress: bool = True) -> None:
-        """Measure every combination (what a recording needs for the sliders to replay)."""
+    def measure_all(self, progress: bool = True, repeats: int = RECORD_REPEATS) -> None:
+        """Measure every combination (what a recording needs for the sliders to replay), each the median
+        of ``repeats`` runs."""
         names = list(self.params)
         combos = list(itertools.product(*self.params.values()))
         it = combos
@@ -112,14 +130,16 @@ class Sweep:
             except ImportError:
                 pass
         for c in it:
-            self.measure(**dict(zip(names, c)))
+            values = dict(zip(names, c))
+            self._measure(_key(values), values, max(1, int(repeats)))
 
     def save(self, path=None) -> Path:
         """Write the measured points (with the GPU's name) for CPU-only replay."""
         from ._env import device_info
         path = Path(path or self.recorded)
         path.parent.mkdir(parents=True, exist_ok=True)
-        points = [{"values": json.loads(k), "value": v, "note": n} for k, (v, n) in self.results.items()]
+        points = [{"values": json.loads(k), "value": v, "note": n,
+                   **({"samples": self.samples[k]} if k in self.samples else {})} for k, (v, n) in self.results.items()]
         path.write_text(json.dumps({"name": self.name, "gpu": device_info().name, "metric": self.metric,
                                     "params": self.params, "points": points}, indent=1, default=str))
         return path

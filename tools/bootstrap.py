@@ -34,7 +34,8 @@ PYTEST_NO_TESTS = 5
 
 NO_GPU_SENTENCE = (
     "No NVIDIA driver found, so this machine is the CPU tier: every kernel still compiles "
-    "(NVRTC for CUDA 13), the notebooks run their CPU parts and plots of recorded results, and "
+    "(NVRTC for CUDA 13) and shows its machine code (SASS, through nvdisasm), the notebooks run "
+    "their CPU parts and plots of recorded results, and "
     "the CPU tests run; running and timing kernels and grading them need a GPU (Colab's free "
     "one works, see README.md)."
 )

@@ -25,6 +25,7 @@ class Job:
     note: str = ""
     content: str = ""  # versions.content_key
     spec: str = ""     # versions.spec_version
+    first_line: int = 1  # the cell line where the kernel's source starts, so feedback numbers lines as the cell
 
     @property
     def row(self) -> tuple:
@@ -95,5 +96,6 @@ def discover(path, *, chapter_names=None, exercise: str | None = None) -> tuple:
             jobs.append(Job(student=student, assignment=sub.chapter, exercise=name, path=str(sub.path),
                             source=source, launch=launch, problem=problem, note=sub.notes.get(name, ""),
                             content=content_key(sub.chapter, name, source, launch, problem),
-                            spec=versions[sub.chapter]))
+                            spec=versions[sub.chapter],
+                            first_line=1 if sub.single_exercise else int(sub.first_lines.get(name, 1))))
     return jobs, ignored

@@ -52,7 +52,8 @@ def grade_job(job: dict, speed: bool = True, harness: str | None = None) -> dict
         return {"report": problem_report(job), "gpu": "none", "worker": socket.gethostname()}
     session = _session(harness)
     rep = grade_source(job["assignment"], job["exercise"], job["source"], launch=job["launch"],
-                       submission=job["student"], session=session, speed=speed)
+                       submission=job["student"], session=session, speed=speed,
+                       first_line=int(job.get("first_line", 1)))
     if job.get("note"):
         rep.notes.insert(0, job["note"])
     gpu = (session.gpu or {}).get("name") or "none"

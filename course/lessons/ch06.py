@@ -3,7 +3,9 @@
 The kernels live only in the notebook's `%%cuda` cells; each table here takes the compiled kernels, checks
 every variant exactly, then times them all with `course.variants.compare` against `cupy.sum`, `cupy.cumsum`
 or `cupy.bincount`. The benchmark suite builds the same tables, so it records the numbers the lesson prints.
-The CPU helpers count the active lanes and warps of the reduction trees and draw the steps of a scan.
+The CPU helpers count the active lanes and warps of the reduction trees, draw the steps of a scan, and show
+the sweeps (measured, or as recorded) against the one-atomic-per-block limit. The single-pass scan's model
+is `ch06_lookback`.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ __all__ = [
     "CHAPTER", "CHECK_SIZES", "SCAN_TILE", "REDUCE_VARIANTS", "REDUCE_KERNELS", "SCAN_KERNELS", "HIST_KERNELS",
     "lesson_kernels", "exact_inputs", "check_exact", "active_lanes", "plot_active_lanes", "reduction_grid",
     "reduce_launch", "check_reduction", "reference_variant", "reference_launch", "reduction_table", "reduce_sweep",
+    "reduce_rates", "atomic_ns", "atomic_fit", "plot_reduce_sweep", "sweep_table",
     "hillis_steele_steps", "plot_scan_steps", "scan_full", "scan_table", "hist_inputs", "hist_launch",
     "histogram_table", "hist_sweep",
 ]
@@ -108,7 +111,7 @@ def plot_active_lanes(block: int = 256, ax=None):
     """Warps issued per tree step, interleaved vs sequential addressing, against the lanes doing work."""
     import matplotlib.pyplot as plt
     if ax is None:
-        _fig, ax = plt.subplots(figsize=(8, 3.5))
+        _fig, ax = plt.subplots(figsize=(9, 3.5), layout="constrained")
     for variant, marker in (("interleaved", "o"), ("sequential", "s")):
         steps = active_lanes(block, variant)
         ax.plot(range(1, len(steps) + 1), [w for _, _, w in steps], marker=marker, label=f"{variant}: warps issuing")
@@ -118,8 +121,13 @@ def plot_active_lanes(block: int = 256, ax=None):
     ax.set(xlabel="tree step", ylabel="warps per block")
     ax.set_title(f"A block of {block}: warps that must issue at each step of the tree", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     return ax
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes, where no line can run under it (issue #16: it covered a curve)."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def reduction_grid(block: int, kernel=None, cap: int = 1024, shared_mem: int = 0) -> int:
@@ -220,6 +228,68 @@ def reduce_sweep(kernels=None, record: bool | None = None, n: int = 1 << 26):
     return sweep(run, {"block": [32, 64, 128, 256, 512, 1024], "variant": [1, 2, 3, 4, 5, 6]},
                  metric="GB/s (4 bytes read per element)", name="06_building_blocks_reduce", title="sum of 2^26 floats",
                  logx=True, record=record)
+
+
+def reduce_rates(sweep=None) -> dict:
+    """{(block, variant): GB/s} of `reduce_sweep` (measured on a GPU, else as recorded; None where missing)."""
+    sweep = sweep if sweep is not None else reduce_sweep(record=False)
+    return {(b, v): r for v in sweep.params["variant"] for b, r in sweep.curve(progress=False, variant=v)}
+
+
+def atomic_ns(rates: dict) -> dict:
+    """{(block, variant): ns per block} of the variants that end every block with one atomicAdd on ``*out``
+    (1-4): the block's bytes over the rate. Where it stays put as blocks grow, the atomics set the pace."""
+    per = {i: k for i, (k, *_r) in enumerate(REDUCE_VARIANTS.values(), 1) if k}
+    return {(b, v): 4 * b * per[v] / r for (b, v), r in rates.items() if v in per and r}
+
+
+def atomic_fit(rates: dict) -> float:
+    """ns per atomic: the median of `atomic_ns` at blocks of 32 to 128, where variants 1-4 all agree with
+    it (no tree is the limit yet)."""
+    return float(np.median([ns for (b, _v), ns in atomic_ns(rates).items() if b <= 128]))
+
+
+def plot_reduce_sweep(sweep=None, ax=None):
+    """GB/s against block size for every variant, with what one atomic per block allows (per block of
+    elements for 1-2, per two for 3-4) at `atomic_fit`'s ns per atomic. None, with a sentence, if no data."""
+    import matplotlib.pyplot as plt
+    sweep = sweep if sweep is not None else reduce_sweep(record=False)
+    rates = reduce_rates(sweep)
+    if not any(rates.values()):
+        print("[no GPU] No recording of the reduction sweep to draw; on a GPU this cell measures it.")
+        return None
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    blocks, ns = sweep.params["block"], atomic_fit(rates)
+    for v, name in enumerate(REDUCE_VARIANTS, 1):
+        pts = [(b, rates[b, v]) for b in blocks if rates.get((b, v))]
+        ax.plot([b for b, _ in pts], [r for _, r in pts], marker="o", ms=4, label=f"{v}: {name}")
+    for k, ls in ((1, ":"), (2, "--")):
+        ax.plot(blocks, [4 * b * k / ns for b in blocks], ls=ls, color="gray",
+                label=f"one atomic per {'2 x ' if k == 2 else ''}block elements, {ns:.2f} ns each")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(blocks, [str(b) for b in blocks])
+    ax.set(xlabel="threads per block", ylabel=sweep.metric)
+    where = "measured here" if sweep.live else f"recorded on {sweep.recorded_on}"
+    ax.set_title(f"Sum of 2^26 floats by block size ({where})", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_outside(ax)
+    return ax
+
+
+def sweep_table(sweep, ns: bool = False) -> None:
+    """Print every point of a sweep with one slider (x values down, slider values across); with ``ns``, the
+    reduction sweep's ns per block of variants 1-4 (`atomic_ns`) instead of its GB/s."""
+    import course
+    (slider, values), = [(k, v) for k, v in sweep.params.items() if k != sweep.x]
+    got = atomic_ns(reduce_rates(sweep)) if ns else {(x, v): r for v in values
+                                                    for x, r in sweep.curve(progress=False, **{slider: v})}
+    values = sorted({v for _x, v in got}) if ns else values
+    print(("ns per block atomic" if ns else sweep.metric) + (" (measured here)" if sweep.live else
+                                                             f" (recorded on {sweep.recorded_on})"))
+    course.print_table([{sweep.x: x, **{f"{slider} {v}": got.get((x, v)) for v in values}}
+                        for x in sweep.params[sweep.x]], floatfmt="{:.2f}" if ns else None)
 
 
 # --- scan ------------------------------------------------------------------------------------

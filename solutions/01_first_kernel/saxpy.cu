@@ -1,6 +1,6 @@
-// saxpy: y = a * x + y over n floats (the grader's reference, and the exercise's solution).
-// Grid-stride loop: correct for any grid; launched with ceil(n / block) blocks it gives each thread one
-// element, which keeps enough loads in flight to run near the copy bandwidth (12 bytes per element).
+// saxpy: y = a * x + y over n floats, in place.
+// A grid-stride loop is correct for any grid; launched with ceil(n / block) blocks it gives each thread
+// one element, which keeps enough loads in flight to run near the copy bandwidth (12 bytes per element).
 extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y)
 {
     // BEGIN SOLUTION

@@ -36,3 +36,15 @@ def no_gpu_env():
     env["CUDA_VISIBLE_DEVICES"] = ""
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     return env
+
+
+def nvrtc_or_skip():
+    """The course package when NVRTC can compile here; the test is skipped where NVRTC cannot be loaded."""
+    import pytest
+    course = pytest.importorskip("course")
+    try:
+        course.compile_for_arch('extern "C" __global__ void k() {}', "sm_80")
+    except course.CompileError as exc:
+        if "could not be loaded" in str(exc):
+            pytest.skip("no NVRTC here")
+    return course

@@ -142,3 +142,20 @@ def test_store_keys_change_with_the_spec_version(submitted, monkeypatch):
     monkeypatch.setattr(jobs_module, "spec_version", lambda ch: "another-version")
     second = _grade(submitted, chapters=[CH], exercise="saxpy")
     assert second.reused == 0 and second.graded == len(first.rows)
+
+
+def test_batch_feedback_numbers_lines_as_the_cell(tmp_path):
+    """Does grade-class number a source problem by the student's cell lines (the %%cuda line is 1), as
+    `grade`, `preview` and nbgrader's autograde do? (The fake harness compiles nothing: a refused #include,
+    found before compiling, carries the line number here.)"""
+    from autograder.batch.jobs import discover
+    root = tmp_path / "submitted"
+    d = root / "erin" / CH
+    d.mkdir(parents=True)
+    source = '// my saxpy\n#include "/etc/passwd"\n' + SAXPY
+    make_notebook([("code", "%load_ext course", []), ("code", f"%%cuda --name saxpy --no-run\n{source}", []),
+                   ("code", f"%%cuda --name rgb_to_gray --no-run\n{GRAY}", [])], d / f"{CH}.ipynb")
+    jobs = discover(root)[0]
+    assert {j.exercise: j.first_line for j in jobs} == {"saxpy": 2, "rgb_to_gray": 2}
+    row = _rows(_grade(root))[("erin", "saxpy")]
+    assert row["status"] == "compile error" and "line 3" in row["feedback"], row["feedback"]  # cell line 3

@@ -8,21 +8,12 @@ import sys
 
 import pytest
 
-from ag_helpers import ROOT, make_notebook, no_gpu_env
+from ag_helpers import ROOT, make_notebook, no_gpu_env, nvrtc_or_skip
 from autograder import load_chapter
 from autograder.spec import CallExercise
 
 SOURCE = ROOT / "exercises" / "source"
 BROKEN = 'extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) { y[0] = ; }'
-
-
-def nvrtc_or_skip():
-    course = pytest.importorskip("course")
-    try:
-        course.compile_for_arch('extern "C" __global__ void k() {}', "sm_80")
-    except course.CompileError as exc:
-        if "could not be loaded" in str(exc):
-            pytest.skip("no NVRTC here")
 
 
 def grade(*args):

@@ -3,12 +3,13 @@ arithmetic, and (GPU) every kernel of the lesson, the three tables, and the thre
 sizes, launched twice to prove their state resets."""
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, fail_on, import_course, read_json_notebook
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "06_building_blocks"
@@ -139,6 +140,210 @@ def test_plots_and_sweeps_without_gpu(ch06):
     plt.close("all")
     assert ch06.reduce_sweep(record=False).params["variant"] == [1, 2, 3, 4, 5, 6]
     assert ch06.hist_sweep(record=False).params["kernel"] == ["global", "shared"]
+
+
+# --- figures: no legend over a line ----------------------------------------------------------------
+
+def legend_problems(ax, pad_px: float = 2.0) -> list:
+    """Why the legend of ``ax`` hides data, or is cut off: each line's points, and points along its
+    segments (a line can cross a legend between two markers), in display coordinates, against the legend's
+    box; and the box against the figure's."""
+    fig = ax.figure
+    fig.canvas.draw()
+    box = ax.get_legend().get_window_extent(fig.canvas.get_renderer()).padded(pad_px)
+    problems = [] if fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1) else [
+        f"the legend {box.bounds} reaches outside the figure {fig.bbox.bounds}"]
+    t = np.linspace(0.0, 1.0, 41)[:, None]
+    for line in ax.get_lines():
+        xy = line.get_transform().transform(np.column_stack([np.asarray(d, float) for d in line.get_data()]))
+        pts = np.concatenate([xy] + [a + t * (b - a) for a, b in zip(xy[:-1], xy[1:])])
+        hit = pts[(pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)]
+        if len(hit):
+            problems.append(f"line {line.get_label()!r} runs under the legend at display point {hit[0].round(1)}")
+    return problems
+
+
+@pytest.fixture
+def recorded_only(monkeypatch):
+    """Sweeps replay the recordings, even on a machine with a GPU (these tests read the recorded data)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from course import _env
+    monkeypatch.setattr(_env, "_probe", lambda: (None, "no driver"))
+    yield
+    plt.close("all")
+
+
+def test_active_lanes_legend_covers_no_line(ch06, recorded_only):
+    """Issue #16 item 3: does the tree-steps chart keep its legend off every line, inside the figure, where
+    matplotlib's "best" placement put it over the interleaved curve?"""
+    ax = ch06.plot_active_lanes(256)
+    fail_on(legend_problems(ax), "chapter 06, warps per tree step:")
+    ax.legend(fontsize=8, loc="best")           # the old placement: the check must see it
+    assert legend_problems(ax), "the overlap check missed the legend placement that issue #16 reported"
+
+
+def test_reduce_sweep_figure(ch06, recorded_only):
+    """Does the block-size figure draw every variant from the recording, the two atomic lines at the fitted
+    ns, and keep its legend off every line?"""
+    ax = ch06.plot_reduce_sweep()
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[:6] == [f"{i}: {k}" for i, k in enumerate(ch06.REDUCE_VARIANTS, 1)]
+    assert sum("one atomic per" in lab for lab in labels) == 2 and "recorded on NVIDIA H100" in ax.get_title()
+    fail_on(legend_problems(ax), "chapter 06, sum by block size:")
+
+
+# --- the text against the recordings --------------------------------------------------------------
+
+RESULTS = REPO / "benchmarks" / "results"
+NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"   # 1,424 or 978.5 or 5.4, as the text prints them
+
+
+def _sweep(name: str) -> dict:
+    data = json.loads((RESULTS / "sweeps" / f"{name}.json").read_text())
+    return {tuple(p["values"][k] for k in data["params"]): p["value"] for p in data["points"]}
+
+
+def _rows() -> dict:
+    data = json.loads((RESULTS / "nvidia-h100-80gb-hbm3.json").read_text())
+    return {r["name"]: r["value"] for r in data["rows"] if r["chapter"] == STEM}, data["ceilings"]["copy_gbps"]
+
+
+def test_reduce_sweep_shows_the_atomic_limit(ch06):
+    """Does the recorded block-size sweep say what the lesson says: one constant near 1.9 ns per block fits
+    variants 1-4 at small blocks; 3 and 4 agree within 1% and double from 32 to 256 threads; variant 1 leaves
+    the line at 256; the shuffles win only at 512 and 1,024; 5 and 6 stay fast at every block?"""
+    rates = _sweep("06_building_blocks_reduce")        # (block, variant) -> GB/s
+    fit = ch06.atomic_fit(rates)
+    assert 1.8 <= fit <= 2.0, fit
+    ns = ch06.atomic_ns(rates)
+    assert set(v for _b, v in ns) == {1, 2, 3, 4}
+    assert all(abs(ns[b, v] / fit - 1) < 0.1 for b in (32, 64, 128) for v in (1, 2, 3, 4))
+    for b in (32, 64, 128, 256):
+        assert abs(rates[b, 3] / rates[b, 4] - 1) < 0.01, b
+    for v in (2, 3, 4):
+        for b in (32, 64, 128):
+            assert 1.8 < rates[2 * b, v] / rates[b, v] < 2.1, (v, b)
+    assert ns[256, 1] > 1.3 * fit and ns[256, 2] < 1.1 * fit
+    assert rates[256, 1] > rates[512, 1] > rates[1024, 1]
+    assert ns[512, 4] < 1.1 * fit < ns[512, 3] and rates[1024, 4] > 1.3 * rates[1024, 3]
+    assert min(rates[b, v] for b in (32, 64, 128, 256, 512, 1024) for v in (5, 6)) > max(
+        rates[b, v] for b in (32, 64, 128, 256, 512, 1024) for v in (1, 2, 3, 4))
+
+
+def test_histogram_sweep_is_flat_past_one_value():
+    """Does the recorded histogram sweep say what the lesson says: global atomics flat from 2 to 256 distinct
+    values, a single value clearly worse, the privatized kernel far faster and nearly flat throughout?"""
+    rates = _sweep("06_building_blocks_histogram")     # (distinct, kernel) -> GB/s
+    spread = [rates[d, "global"] for d in (2, 4, 8, 16, 32, 64, 128, 256)]
+    assert max(spread) < 2 * min(spread) and rates[1, "global"] < 0.6 * min(spread)
+    shared = [rates[d, "shared"] for d in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    assert max(shared) < 1.2 * min(shared) and min(shared) > 50 * max(spread)
+
+
+def _markdown(path) -> str:
+    return " ".join(re.sub(r"\s+", " ", "".join(c["source"])) for c in read_json_notebook(path)["cells"]
+                    if c["cell_type"] == "markdown")
+
+
+def _number(text: str) -> tuple:
+    """(value, half a unit of its last digit) of a figure as printed, e.g. "1,424" -> (1424.0, 0.5)."""
+    digits = text.replace(",", "")
+    return float(digits), 0.5 * 10.0 ** -(len(digits.split(".")[1]) if "." in digits else 0)
+
+
+def _close(quoted: str, value: float) -> bool:
+    q, half = _number(quoted)
+    return abs(q - value) <= max(half, 1e-3 * abs(value))
+
+
+def _quotes(ch06):
+    """(phrase of the chapter, the recorded figures its numbers quote, in order)."""
+    rows, copy = _rows()
+    row = {k.split(": ")[-1]: v for k, v in rows.items()}
+    red, hist = _sweep("06_building_blocks_reduce"), _sweep("06_building_blocks_histogram")
+    glob = [hist[d, "global"] for d in (2, 4, 8, 16, 32, 64, 128, 256)]
+    shared = [hist[d, "shared"] for d in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    fast = [red[b, v] for b in (32, 64, 128, 256, 512, 1024) for v in (5, 6)]
+    return [
+        ("roughly 3,000 GB/s the benchmark suite records for a copy", [copy]),
+        ("978.5 against 1093 GB/s", [row["reduce3_first_add"], row["reduce4_shuffle"]]),
+        ("994 against 998 GB/s", [red[256, 3], red[256, 4]]),
+        ("at about 1.9 ns per atomic", [ch06.atomic_fit(red)]),
+        ("(139, 270, 526 and 998 GB/s", [red[b, 4] for b in (32, 64, 128, 256)]),
+        ("(71 to 527 GB/s)", [red[32, 2], red[256, 2]]),
+        ("(358, 307 and 254 GB/s", [red[b, 1] for b in (256, 512, 1024)]),
+        ("still on its line (1,999 GB/s)", [red[512, 4]]),
+        ("has left it (1,424 GB/s)", [red[512, 3]]),
+        ("it keeps 1,806 against 1,166 GB/s", [red[1024, 4], red[1024, 3]]),
+        ("between 2,235 and 2,713 GB/s", [min(fast), max(fast)]),
+        ("The sweep recorded 270.7 GB/s", [red[128, 2]]),
+        ("(between 9.6 and 15.5 GB/s)", [min(glob), max(glob)]),
+        ("clearly worse (5.4 GB/s)", [hist[1, "global"]]),
+        ("(between 1,638 and 1,798 GB/s)", [min(shared), max(shared)]),
+    ]
+
+
+def test_quoted_figures_match_the_recordings(ch06):
+    """Issue #22: is every figure the chapter quotes from a recording present and equal to what
+    benchmarks/results holds (to its last printed digit), so the text cannot drift from the data?"""
+    text = _markdown(REPO / "chapters" / f"{STEM}.ipynb")
+    problems = []
+    for phrase, values in _quotes(ch06):
+        if phrase not in text:
+            problems.append(f"the chapter no longer says {phrase!r}: update _quotes with the new wording")
+            continue
+        nums = re.findall(NUMBER, phrase)
+        if len(nums) != len(values) or not all(_close(q, v) for q, v in zip(nums, values)):
+            problems.append(f"{phrase!r} quotes {nums}; the recordings hold {[round(v, 2) for v in values]}")
+    fail_on(problems, "chapters/06_building_blocks.ipynb against benchmarks/results:")
+
+
+def test_every_rate_in_the_text_is_recorded_or_derived(ch06):
+    """Is every "N GB/s" of the chapter's text a recorded figure (a row, a sweep point, the copy ceiling) or
+    one of its few stated derivations (the atomic limit, micro-exercise answers)?"""
+    rows, copy = _rows()
+    red = _sweep("06_building_blocks_reduce")
+    recorded = [*rows.values(), *red.values(), *_sweep("06_building_blocks_histogram").values(), copy]
+    fit = ch06.atomic_fit(red)
+    derived = {"1,100": 2048 / fit, "270": 512 / 1.9, "1,800": 0.9 * 3000 * 8 / 12, "2,700": 0.9 * 3000}
+    text = _markdown(REPO / "chapters" / f"{STEM}.ipynb")
+    problems = []
+    for q in re.findall(rf"({NUMBER}) GB/s", text):
+        if q in derived:
+            ok = abs(_number(q)[0] / derived[q] - 1) < 0.03
+        else:
+            ok = any(_close(q, v) for v in recorded if v)
+        if not ok:
+            problems.append(f"{q} GB/s is neither recorded in benchmarks/results nor a stated derivation")
+    fail_on(problems, "chapters/06_building_blocks.ipynb:")
+
+
+def test_bank_claims_of_the_two_trees():
+    """Do the text's bank claims hold: variant 1 (`tid % (2 step) == 0`, reading s[tid] and s[tid + step])
+    puts a warp's lanes in distinct banks at every step, while the strided index 2 * step * tid puts two lanes
+    in a bank at the first step and four at the second?"""
+    def worst(addresses):
+        return max(np.bincount(np.asarray(addresses) % 32, minlength=32)) if len(addresses) else 0
+
+    for step in (1, 2, 4, 8, 16):
+        for warp in range(8):
+            tids = [t for t in range(32 * warp, 32 * warp + 32) if t % (2 * step) == 0]
+            assert worst(tids) == 1 and worst([t + step for t in tids]) == 1, (step, warp)
+    strided = {step: worst([2 * step * t for t in range(32) if 2 * step * t < 256]) for step in (1, 2)}
+    assert strided == {1: 2, 2: 4}
+
+
+def test_launch_bounds_cap_the_registers(ch06):
+    """Does `__launch_bounds__(1024, 2)`, as the lesson says, cap a thread at 65,536 / (2 x 1,024) = 32
+    registers, on a lesson kernel that uses more without it?"""
+    course = import_course()
+    src = course.lesson_cell(STEM, "vec_add4").source
+    free = course.compile_for_arch(src, "sm_90").resources["vec_add4"].registers
+    bounded = course.compile_for_arch(src.replace("void vec_add4", "void __launch_bounds__(1024, 2) vec_add4"),
+                                      "sm_90").resources["vec_add4"].registers
+    assert bounded <= 32 < free, (free, bounded)
 
 
 # --- GPU ---------------------------------------------------------------------------------------

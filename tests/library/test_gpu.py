@@ -1,8 +1,17 @@
-"""The library on a real GPU (marker `gpu`: skipped without one)."""
+"""The library on a real GPU (marker `gpu`: skipped without one; the `both_tiers` test runs everywhere)."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import course
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.gpu
 
@@ -140,23 +149,61 @@ def test_preflight_on_gpu(cp, capsys):
     assert d.name in text and "NVRTC" in text and "Features:" in text and "copy" in text
 
 
+def pip_header_dirs(env: dict) -> list:
+    """The include folders the course finds when it searches the pip wheels only (COURSE_HEADERS=pip)."""
+    r = subprocess.run([sys.executable, "-c", "import json, course; print(json.dumps(course.include_dirs()))"],
+                       capture_output=True, text=True, env={**env, "COURSE_HEADERS": "pip"}, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def pip_header_problem(dirs) -> str | None:
+    """Why a pip-only header build cannot be tried with these include folders, or None when it can.
+
+    A GPU machine's Python may bring CuPy with only some of the header wheels (seen: no crt/mma.h and no
+    CCCL) and take the rest from a toolkit. That machine lacks the course's pip install, which is a
+    reason to skip; a complete pip layout whose build still fails is a failure.
+    """
+    if not dirs:
+        return "no CUDA header wheels in this Python: its CUDA headers come from a toolkit or conda"
+    missing = course.missing_headers(tuple(dirs))
+    if missing:
+        return ("the CUDA header wheels in this Python are incomplete, so a pip-only build cannot be tried; "
+                "missing: " + "; ".join(f"{h} [{src}]" for h, src in missing.items())
+                + f"; searched: {', '.join(dirs)}. The course's install (tools/bootstrap.py) brings them all.")
+    return None
+
+
 def test_wmma_from_pip_only_headers(cp, tmp_path):
     """On a pip-only header layout (no toolkit searched), does a WMMA kernel compile and run?"""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
     env = {**os.environ, "COURSE_HEADERS": "pip", "COURSE_CACHE_DIR": str(tmp_path)}
-    probe = subprocess.run([sys.executable, "-c", "import course; print(len(course.include_dirs()))"],
-                           capture_output=True, text=True, env=env)
-    if probe.stdout.strip() == "0":
-        pytest.skip("CUDA headers here come from a toolkit or conda, not from pip wheels")
+    problem = pip_header_problem(pip_header_dirs(env))
+    if problem:
+        pytest.skip(problem)
     code = ("import sys, course; sys.path.insert(0, 'tests/library'); from test_gpu import run_wmma_tile; "
-            "assert not course.missing_headers(), course.missing_headers(); run_wmma_tile(); "
-            "print('ok', course.include_dirs())")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       cwd=Path(__file__).resolve().parents[2])
+            "run_wmma_tile(); print('ok', course.include_dirs())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]
+
+
+@pytest.mark.both_tiers
+def test_pip_header_check_on_fake_trees(tmp_path):
+    """Does the pip-header check let a complete tree laid out as the CUDA 13 wheels through, and name each
+    missing header (so the test above skips) for the GPU machine's partial layout and for none at all?"""
+    needed = course.missing_headers(())  # with no folder, every header the course needs, with its wheel
+    include = tmp_path / "nvidia" / "cu13" / "include"
+    cccl = include / "cccl"  # the CCCL wheel's libcu++ (cuda/std/..., cuda/pipeline)
+    for header in needed:
+        f = (cccl if header.startswith("cuda/") else include) / header
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("// fake\n")
+    assert pip_header_problem([str(include), str(cccl)]) is None
+    (include / "crt" / "mma.h").unlink()
+    problem = pip_header_problem([str(include)])  # runtime headers only, as on the GPU machine
+    absent = {h for h in needed if h == "crt/mma.h" or h.startswith("cuda/")}
+    assert problem and set(re.findall(r"(\S+) \[", problem)) == absent, problem
+    assert "nvidia-cuda-crt" in problem and "nvidia-cuda-cccl" in problem, problem
+    assert "no CUDA header wheels" in pip_header_problem([])
 
 
 def test_constant_memory_through_get_global(cp):

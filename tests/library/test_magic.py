@@ -22,11 +22,12 @@ def test_cuda_cell_compiles_and_keeps_source(capsys):
 
 
 def test_compile_error_is_a_usage_error_with_numbered_source():
-    """Is a compile error shown as a short UsageError with numbered source, not a traceback wall?"""
+    """Is a compile error shown as a short UsageError with numbered source, not a traceback wall? The
+    cell's one line of source is the cell's line 2 (Jupyter numbers the %%cuda line 1)."""
     from IPython.core.error import UsageError
     with pytest.raises(UsageError) as ei:
         _magic.cuda_cell("", GOOD.replace("y[i] = 1", "y[i] = z"), {})
-    assert ">   1 |" in str(ei.value) and '"z"' in str(ei.value)
+    assert ">   2 |" in str(ei.value) and '"z"' in str(ei.value)
 
 
 def test_no_run_compile_error_is_printed_not_raised(capsys):
@@ -56,7 +57,7 @@ def test_gpu_cell_skips_with_one_sentence(capsys):
             raise AssertionError("must not run")
     _magic.gpu_cell("time the copy", "1/0", Shell())
     out = capsys.readouterr().out.strip()
-    assert out.startswith("[no GPU] time the copy needs an NVIDIA GPU") and out.count("\n") == 0
+    assert out.startswith("[no GPU] Skipped: time the copy (it needs an NVIDIA GPU).") and out.count("\n") == 0
 
 
 def test_cublas_cell_tries_the_call_on_the_numpy_model(capsys):
