@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -87,3 +88,42 @@ def cuda_cells(stem: str) -> list:
         if cell["cell_type"] == "code" and src.startswith("%%cuda"):
             out.append(src.split("\n", 1)[1])
     return out
+
+
+# Issue #22: the chapter's text quotes recorded figures; each is checked against benchmarks/results to half a
+# unit of its last printed digit ("about 55 times" within 0.5, "55.0 GB/s" within 0.05), so text and data
+# cannot drift apart again.
+QUOTE_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+
+
+def recorded_rows(chapter: str) -> tuple:
+    """(rows of ``chapter`` by name, the ceilings) from the H100 results file."""
+    data = json.loads((REPO / "benchmarks" / "results" / "nvidia-h100-80gb-hbm3.json").read_text())
+    return {r["name"]: r for r in data["rows"] if r["chapter"] == chapter}, data["ceilings"]
+
+
+def quote_close(quoted: str, value: float) -> bool:
+    """Does the number as printed equal ``value`` to half a unit of its last digit?"""
+    digits = quoted.replace(",", "")
+    half = 0.5 * 10.0 ** -(len(digits.split(".")[1]) if "." in digits else 0)
+    return abs(float(digits) - value) <= max(half, 1e-3 * abs(value))
+
+
+def chapter_markdown(stem: str) -> list:
+    """The chapter's markdown cells, whitespace collapsed."""
+    return [re.sub(r"\s+", " ", "".join(c["source"]))
+            for c in read_json_notebook(REPO / "chapters" / f"{stem}.ipynb")["cells"] if c["cell_type"] == "markdown"]
+
+
+def check_quotes(stem: str, quotes: list) -> None:
+    """``quotes``: (phrase of the chapter, the recorded figures its numbers quote, in order)."""
+    text = " ".join(chapter_markdown(stem))
+    problems = []
+    for phrase, values in quotes:
+        if phrase not in text:
+            problems.append(f"the chapter no longer says {phrase!r}: update the test's quotes with the new wording")
+            continue
+        nums = re.findall(QUOTE_NUMBER, phrase)
+        if len(nums) != len(values) or not all(quote_close(q, v) for q, v in zip(nums, values)):
+            problems.append(f"{phrase!r} quotes {nums}; the recordings hold {[round(v, 3) for v in values]}")
+    fail_on(problems, f"chapters/{stem}.ipynb against benchmarks/results/nvidia-h100-80gb-hbm3.json:")

@@ -177,11 +177,11 @@ def round_bf16(x) -> np.ndarray:
 def bf16_error_table(ks=(64, 256, 1024, 4096), m: int = 64, n: int = 64, seed: int = 0) -> list:
     """Relative error of a BF16-input, FP32-accumulate product, measured two ways (NumPy only).
 
-    Against the FP32 inputs' exact product, the error is the inputs' rounding (2^-9 relative each); it
-    stays near 2^-9 of the largest output whatever K, since the rounding errors of K products partly
-    cancel just as the outputs themselves grow. Against the rounded inputs' exact product only the FP32
-    accumulation remains, thousands of times smaller. A test of a BF16 kernel must pick the
-    reference it means and a tolerance to match.
+    Against the FP32 inputs' exact product, the error is the inputs' rounding (up to 2^-8 relative each:
+    round to nearest with 8 significant bits); it stays near 2.5e-3 of the largest output, under 2^-8,
+    whatever K, since the rounding errors of K products partly cancel just as the outputs themselves grow.
+    Against the rounded inputs' exact product only the FP32 accumulation remains, thousands of times
+    smaller. A test of a BF16 kernel must pick the reference it means and a tolerance to match.
     """
     rng = np.random.default_rng(seed)
     out = []

@@ -13,7 +13,8 @@ import numpy as np
 __all__ = [
     "colmajor_view", "rowmajor_bytes_as_colmajor", "colmajor_gemm", "rowmajor_gemm_by_swap", "swap_arguments",
     "rel_error", "gemm", "operands", "precision_table", "size_runner", "size_sweep", "SIZES", "COMPUTES",
-    "nvmath_missing", "lt_compute_types", "lt_algorithms", "COMPARED", "comparison_rows", "NO_NVMATH",
+    "nvmath_missing", "lt_compute_types", "lt_algorithms", "COMPARED", "comparison_rows", "comparison_note",
+    "NO_NVMATH",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -277,3 +278,15 @@ def comparison_rows(rows=None) -> list:
                       "value": f"{r['value']:.4g} {r['unit']}",
                       "ratio": "" if ratio is None else f"{ratio:.3f}"})
     return table
+
+
+def comparison_note(rows) -> str:
+    """What to print under the closing table when it lacks the hand-written GEMMs (chapters 07 and 08), else "".
+
+    The kernels exist; a missing row means the recordings here were made without those chapters (or on
+    another GPU), so the note says how to add them rather than that they do not exist.
+    """
+    if any(r["chapter"].startswith(("07", "08")) for r in rows):
+        return ""
+    return ("(No recording under benchmarks/results/ has rows of chapters 07-08, the hand-written GEMMs, yet: "
+            "on a GPU, `python -m benchmarks --only 07_staged_gemm,08_tensor_cores` records them.)")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course, read_json_notebook
+from repo_helpers import REPO, check_quotes, import_course, read_json_notebook, recorded_rows
 
 STEM = "01_first_kernel"
 
@@ -171,3 +171,17 @@ def test_vec_add_cell_and_the_ramp_up_plot(ch01):
     clock = course.sm_clock_mhz()
     ch01.plot_ramp_up({"ms": ms, "mhz": [clock[0] if clock else None] * 3, "max_mhz": clock[1] if clock else None})
     plt.close("all")
+
+
+def test_quoted_figures_match_the_recordings():
+    """Issue #22: does the timing section quote the recorded launch call (chapter 01 row) and the raw CuPy and
+    graph launches (chapter 03 row) as benchmarks/results holds them?"""
+    rows, _ = recorded_rows("01_first_kernel")
+    ch03, _ = recorded_rows("03_streams")
+    tiny = ch03["2000 tiny kernels: per-kernel time, stream launches"]
+    check_quotes("01_first_kernel", [
+        ("host clock around this course's launch call at 12.56 us", [rows["launch call, host clock, no sync"]["value"]]),
+        ("launches 2,000 tiny kernels", [2000]),
+        ("records 4.35 us per kernel", [tiny["value"]]),
+        ("1.15 us replayed from a CUDA graph", [tiny["anchor_value"]]),
+    ])

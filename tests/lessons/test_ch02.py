@@ -2,10 +2,11 @@
 transfer timing and the notebook's scale_copy cell over mapped and managed memory."""
 from __future__ import annotations
 
+
 import numpy as np
 import pytest
 
-from repo_helpers import import_course
+from repo_helpers import check_quotes, import_course, recorded_rows
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +157,23 @@ def test_scale_copy_cell_over_mapped_and_managed_memory(ch02):
     k(64, 256, dev, y, 2.0, n)
     cupy.cuda.Device().synchronize()
     assert bool((y == 2.0).all())
+
+
+def test_quoted_figures_match_the_recordings():
+    """Issue #22: do the figures of cells 0, 11 and the summary (link rate, fraction of the link, pageable
+    rates, device-over-link factor) equal the recorded chapter 02 rows and copy ceiling?"""
+    rows, ceil = recorded_rows("02_memory_transfer")
+    h2d, d2h = rows["pinned H2D 256 MiB"], rows["pinned D2H 256 MiB"]
+    page_h2d = rows["pinned H2D over pageable H2D, 256 MiB"]["anchor_value"]
+    page_d2h = rows["pinned D2H over pageable D2H, 256 MiB"]["anchor_value"]
+    copy, factor = ceil["copy_gbps"], ceil["copy_gbps"] / h2d["value"]
+    check_quotes("02_memory_transfer", [
+        ("copies device to device at 3,001 GB/s", [copy]),
+        ("55.0 GB/s recorded for a pinned copy). Every byte that crosses it costs about 55 times",
+         [h2d["value"], factor]),
+        ("55.0 GB/s to the device and 55.1 GB/s back at 256 MiB, 87% of the 63 GB/s theoretical",
+         [h2d["value"], d2h["value"], 256, 100 * h2d["ratio"], h2d["anchor_value"]]),
+        ("(9.1 and 13.5 GB/s in the same recording)", [page_h2d, page_d2h]),
+        ("about 55 times slower than device memory (55.0 against 3,001 GB/s", [factor, h2d["value"], copy]),
+    ])
+    assert abs(d2h["ratio"] - h2d["ratio"]) < 0.005, "87% stands for both directions only while they agree"

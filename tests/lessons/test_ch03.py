@@ -2,10 +2,11 @@
 the sweep's runner (GPU). The pipeline engine they run on is tested in tests/library/test_streams.py."""
 from __future__ import annotations
 
+
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, import_course
+from repo_helpers import REPO, check_quotes, import_course, recorded_rows
 
 STEM = "03_streams"
 
@@ -71,3 +72,18 @@ def test_chunk_work_through_the_pipeline_and_the_runner(ch03):
     assert res, res.message
     run = ch03.pipeline_runner(course.lesson_cell(STEM, "chunk_work"), n=n, repeats=1)
     assert run(chunks=4, streams=2, rounds=0) > 0 and run(chunks=1, streams=9, rounds=10) > 0
+
+
+def test_quoted_figures_match_the_recordings():
+    """Issue #22: do the figures of section 4 (link rate, time of a 256 MiB copy, duplex total against the
+    sum of each direction alone) equal the recorded chapter 02 and 03 rows?"""
+    link, _ = recorded_rows("02_memory_transfer")
+    rows, _ = recorded_rows("03_streams")
+    h2d = link["pinned H2D 256 MiB"]["value"]
+    duplex = rows["pinned H2D + D2H at once, total GB/s"]
+    check_quotes(STEM, [
+        ("At about 55 GB/s each way", [h2d]),
+        ("each copy takes about 5 ms", [1e3 * (256 << 20) / (h2d * 1e9)]),
+        ("moved 92 GB/s with both copies running against 110 GB/s as the sum of each alone, 84%)",
+         [duplex["value"], duplex["anchor_value"], 100 * duplex["ratio"]]),
+    ])

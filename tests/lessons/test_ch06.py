@@ -459,3 +459,16 @@ def test_reference_histogram(ch06):
     k(2, 512, cupy.asarray(dh)[1:], h, 10_000)
     keep = dh[1:][(dh[1:] >= 0) & (dh[1:] < 256)]
     assert np.array_equal(h.get(), np.bincount(keep, minlength=256))
+
+
+def test_exercise_histogram_expectation_quotes_the_recordings():
+    """Issue #16 item 5: does the histogram exercise say what more than the lesson's hist_shared full speed
+    points need, quoting both kernels' recorded figures and their ratio as benchmarks/results holds them?"""
+    import json as _json
+    nb = _json.loads((REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb").read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    rows, _ = _rows()
+    lesson = next(v for k, v in rows.items() if "lesson hist_shared" in k)
+    reference = next(v for k, v in rows.items() if k.startswith("reference histogram256"))
+    assert f"records {lesson:,.0f} GB/s against the reference's {reference:,.0f} GB/s" in text
+    assert f"{lesson / reference:.2f}x, under the 0.8x for full speed points" in text

@@ -385,7 +385,7 @@ def test_round_bf16(ch08):
 
 
 def test_bf16_error_table(ch08):
-    """Is the error against FP32 inputs about 2^-9 at every K, and against the rounded inputs far smaller?"""
+    """Is the error against FP32 inputs about 2.5e-3 (< 2^-8) at every K, and against the rounded ones far smaller?"""
     rows = ch08.bf16_error_table()
     assert [r["K"] for r in rows] == [64, 256, 1024, 4096]
     for r in rows:

@@ -437,3 +437,37 @@ def test_cublas_calls_on_the_gpu(name):
             assert outs["numpy"] == outs["cupy"]
         else:
             np.testing.assert_allclose(outs["cupy"], outs["numpy"], rtol=1e-4, atol=1e-3)
+
+
+# ---- the text against the recordings (issue 22, item 11) ----
+
+def _markdown() -> list:
+    nb = json.loads((REPO / "chapters" / f"{STEM}.ipynb").read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def test_comparison_note_only_when_gemm_rows_are_missing(ch10):
+    """Is the closing table's note empty with the recorded chapter 07-08 rows, and without them does it say
+    how to record them (not that the chapters are unwritten)?"""
+    rows = ch10.comparison_rows()
+    assert any(r["chapter"].startswith(("07", "08")) for r in rows), "the recording lost chapters 07-08"
+    assert ch10.comparison_note(rows) == ""
+    note = ch10.comparison_note([r for r in rows if not r["chapter"].startswith(("07", "08"))])
+    assert "python -m benchmarks --only 07_staged_gemm,08_tensor_cores" in note and "not written" not in note
+    nb = (REPO / "chapters" / f"{STEM}.ipynb").read_text(encoding="utf-8")
+    assert "not written yet" not in nb and "ch10.comparison_note(rows)" in nb
+
+
+def test_size_sweep_text_matches_the_recording():
+    """Does section 4's reading of the size sweep quote the recorded n = 1024 rates and fractions of 4096
+    (FP32 at 0.66, not 'half the GPU idles')?"""
+    sweep = json.loads((REPO / "benchmarks" / "results" / "sweeps" / "10_cublas_sizes.json").read_text())
+    rate = {(p["values"]["compute"], p["values"]["n"]): p["value"] for p in sweep["points"]}
+    text = next(c for c in _markdown() if c.startswith("Read off where each mode reaches"))
+    assert "half the GPU idles" not in text
+    assert f"FP32 already\nruns at {rate['fp32', 1024]:.4g} TFLOP/s" in text
+    assert f"{rate['fp32', 1024] / rate['fp32', 4096]:.2f} of its {rate['fp32', 4096]:.4g} at 4096" in text
+    tf32, bf16, fp16 = (f"{rate[c, 1024] / rate[c, 4096]:.2f}" for c in ("tf32", "bf16", "fp16"))
+    assert f"reach only {tf32}, {bf16} and {fp16} of theirs" in " ".join(text.split())
+    assert f"{rate['bf16', 1024]:.4g} TFLOP/s (BF16)" in text
+    assert 2 * 1024 ** 3 / (rate["bf16", 1024] * 1e12) < 10e-6          # "under 10 microseconds"
