@@ -82,7 +82,7 @@ def compile_task(task: dict) -> dict:
     notes = []
     res = student.resources.get(ex.kernel)
     if res is not None and (res.spill_stores or res.spill_loads):
-        notes.append(f"{ex.kernel} spills registers to local memory ({res.summary()}); that costs speed.")
+        notes.append(f"{ex.kernel} spills registers to local memory ({res.summary(explain=False)}); that costs speed.")
     if ex.required_sass:
         try:
             sass = student.sass()

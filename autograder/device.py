@@ -5,11 +5,14 @@ Python "kernels" and exercise the whole checking protocol without a GPU.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .spec import Scalar
 
-__all__ = ["CupyBackend", "backend", "launch", "kernel_args", "set_constants", "context_alive", "py_value"]
+__all__ = ["CupyBackend", "backend", "launch", "kernel_args", "set_constants", "context_alive", "py_value",
+           "gpu_sections"]
 
 
 class CupyBackend:
@@ -100,3 +103,33 @@ def context_alive() -> bool:
         return True
     except Exception:
         return False
+
+
+def gpu_sections(ctx) -> tuple:
+    """(shared, alone): context-manager factories for this grading's GPU work beside other gradings'.
+
+    Untimed work (correctness runs and checks, fresh inputs, expected outputs) runs ``shared``: it overlaps
+    other gradings' untimed work, and it has finished (device synchronised) before the lock is let go.
+    Timed work runs ``alone``: the lock held exclusive, so no other grading's kernel runs during it (one
+    pass of `course.interleaved` at a time in the speed step; the whole pipeline step). A lone grading has
+    no lock (NO_LOCK).
+    """
+    lock = getattr(ctx, "gpu_lock", None)
+    if getattr(lock, "fds", None) is None:  # NO_LOCK, or GpuLock(None) in a lone grading's child
+        return contextlib.nullcontext, contextlib.nullcontext
+
+    @contextlib.contextmanager
+    def shared():
+        with lock.shared():
+            yield
+            try:
+                backend().sync()
+            except Exception:
+                pass  # a sticky CUDA error, already reported by the body: nothing of ours runs on any more
+
+    @contextlib.contextmanager
+    def alone():
+        backend().sync()
+        with lock.exclusive():
+            yield
+    return shared, alone

@@ -186,7 +186,7 @@ def count_differ(got, want) -> int:
     return _count("grader_differ_count", a.dtype, a.size, a, b, np.int64(a.size))
 
 
-def tolerances(xp, want, rtol, atol, dtype) -> tuple:
+def tolerances(want, rtol, atol, dtype) -> tuple:
     """(rtol, atol) as `course.check` resolves them for ``want``: None takes the dtype's default, the
     absolute one scaled by the largest finite |want| (1 where none is finite)."""
     import course
@@ -204,7 +204,7 @@ def tolerances(xp, want, rtol, atol, dtype) -> tuple:
     return float(rtol), float(atol)
 
 
-def count_bad(xp, got, want, rtol, atol) -> int | None:
+def count_bad(got, want, rtol, atol) -> int | None:
     """Elements of ``got`` that fail `course.check` against ``want`` with these tolerances (None as there).
 
     Integers and booleans must match exactly. None where the dtype has no device rule here (float16 and
@@ -217,7 +217,7 @@ def count_bad(xp, got, want, rtol, atol) -> int | None:
         return count_differ(got, want)
     if kind != "f" or size not in (4, 8):
         return None
-    rtol, atol = tolerances(xp, want, rtol, atol, got.dtype)
+    rtol, atol = tolerances(want, rtol, atol, got.dtype)
     if _on_host(got):
         o, r = got.astype(np.float64), want.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):

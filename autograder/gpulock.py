@@ -3,7 +3,7 @@
 Gradings running side by side on one GPU take this lock in their run children: GPU work that is not timed
 holds it shared, a round of timed launches (and the pipeline step) holds it exclusive, so no other
 grading's kernels run while a kernel is being timed and every speed verdict is what a lone grading would
-measure (autograder/timing.py, `gpu_sections`). Two `flock` files make a readers-writer lock: a waiting
+measure (autograder/device.py, `gpu_sections`). Two `flock` files make a readers-writer lock: a waiting
 timer holds the turnstile, so new readers wait behind it, but for PATIENCE_S at most; then it lets them in
 for READER_GAP_S and waits again, so a reader that holds on (a kernel hanging until its deadline) delays
 the timers, not every other grading. `flock` locks are released by the kernel when a process dies, so a

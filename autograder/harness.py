@@ -17,7 +17,7 @@ from .buffers import (GUARD_BYTES, POISON_BITS, UINT, Guarded, device_bad_count,
 from .device_ops import count_differ
 from .compiling import compile_task, program_from_dict
 from .cuda_errors import classify_cuda_error, module_load_problem
-from .device import CupyBackend, backend, kernel_args, launch, set_constants
+from .device import CupyBackend, backend, gpu_sections, kernel_args, launch, set_constants
 from .spec import In, InOut, Out, cdiv, shape_of
 from .gpulock import NO_LOCK
 from .timing import WrongWhileTimed, timing_step
@@ -166,13 +166,13 @@ def correctness_step(ctx: Context, index: int) -> dict:
     on_device = ex.reference == "kernel"
     expected = None if on_device else numpy_reference(ex, sizes, host, scalars)
     guards = (rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8), rng.integers(0, 256, GUARD_BYTES, dtype=np.uint8))
-    with ctx.gpu_lock.shared():  # one hold for the size: the reference, both runs, the checks
+    shared, _ = gpu_sections(ctx)
+    with shared():  # one hold for the size: the reference, both runs, the checks
         ref_out, ref_ms = _timed_reference(ctx, sizes, host, scalars, keep=on_device)
         if on_device:
             expected = ref_out
         base["ref_ms"] = ref_ms
-        state = {}
-        _upload(ctx, cp, sizes, host, guards, state)
+        state = _upload(ctx, cp, sizes, host, guards)
         first = {}  # the first run's outputs, kept on the device for the determinism check
         for variant in (0, 1):
             kind, outs = _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state)
@@ -204,12 +204,11 @@ def _wrong_output(ctx, be, outs: dict, expected: dict, variant: int) -> str:
     for p in ex.arrays:
         if not isinstance(p, (Out, InOut)):
             continue
-        want = cp.asarray(expected[p.name])
+        want = cp.array(expected[p.name])  # a copy on every backend, so zeroing it leaves the host's intact
         try:
-            bad = device_bad_count(cp, ex, p, outs[p.name], want)
+            bad = device_bad_count(ex, p, outs[p.name], want)
         finally:
-            if want is not expected[p.name]:  # a device copy (the CPU tier's fake device shares the array)
-                want.fill(0)
+            want.fill(0)
         if bad:
             problem = output_problem(ex, p, be.host(outs[p.name]), expected[p.name], variant)
             if problem:
@@ -224,13 +223,13 @@ def _runs_differ(ctx, be, first: dict, second: dict) -> str:
     return runs_differ(ctx.ex, {k: be.host(v) for k, v in first.items()}, {k: be.host(v) for k, v in second.items()})
 
 
-def _upload(ctx, cp, sizes, host, guards, state) -> None:
+def _upload(ctx, cp, sizes, host, guards) -> dict:
     """Guarded device buffers and pristine copies of the inputs for the student's runs at one size."""
     ex = ctx.ex
     before, after = (cp.asarray(g) for g in guards)
-    state["bufs"] = {p.name: Guarded(cp, p, shape_of(p.shape, sizes), before, after) for p in ex.arrays}
-    state["pristine"] = {p.name: cp.asarray(host[p.name]) for p in ex.arrays if isinstance(p, (In, InOut))}
-    state["consts"] = {c.name: cp.asarray(host[c.name]) for c in ex.constants}  # no guards: kernels cannot write them
+    return {"bufs": {p.name: Guarded(cp, p, shape_of(p.shape, sizes), before, after) for p in ex.arrays},
+            "pristine": {p.name: cp.asarray(host[p.name]) for p in ex.arrays if isinstance(p, (In, InOut))},
+            "consts": {c.name: cp.asarray(host[c.name]) for c in ex.constants}}  # no guards: kernels cannot write them
 
 
 def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
@@ -285,8 +284,15 @@ def pipeline_step(ctx: Context) -> dict:
 
     The reference kernel runs through the same driver first, with its own LAUNCH, for context. The
     output of every pipeline call is checked (by the driver, against NumPy); a ratio inside the noise
-    band of a tier boundary is measured once more (policy.decide_pipeline).
+    band of a tier boundary is measured once more (policy.decide_pipeline). Every call is timed, so the
+    step holds the GPU alone (`gpu_sections`).
     """
+    _, alone = gpu_sections(ctx)
+    with alone():
+        return _pipeline(ctx)
+
+
+def _pipeline(ctx: Context) -> dict:
     ex, cfg = ctx.ex, ctx.cfg
     pl = ex.pipeline
     driver = pl.resolve_driver()

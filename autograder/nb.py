@@ -29,15 +29,12 @@ def _cell_source(exercise: str) -> str | None:
 
 
 def _first_line(source: str | None) -> int:
-    """Where ``source`` starts in the student's cell: the body of a ``%%cuda`` cell run in this session
-    starts at the cell's line 2 (its magic line is line 1); any other text is numbered from 1."""
+    """Where ``source`` starts in the student's cell (`course.first_line_of`); 1 without the course."""
     try:
-        import course
-        if source is not None and any(source == s for s in course.cell_sources.values()):
-            return course.CELL_FIRST_LINE
+        from course import first_line_of
     except Exception:
-        pass
-    return 1
+        return 1
+    return first_line_of(source) if source is not None else 1
 
 
 def grade_in_subprocess(chapter: str, exercise: str, source: str | None, launch: dict | None = None,

@@ -89,7 +89,8 @@ class GradeKernels(NbGraderPreprocessor):
             kernel_cell = submitted.get(solution_of.get(exercise, ""))
             source = strip_magic(kernel_cell["source"]) if kernel_cell is not None else None
             first_line = body_first_line(kernel_cell["source"]) if kernel_cell is not None else 1
-            points, feedback = self._stored(chapter, exercise, source, launches.get(exercise), float(max_score or 0))
+            points, feedback = self._stored(chapter, exercise, source, launches.get(exercise), float(max_score or 0),
+                                            first_line)
             if points is None:
                 points, feedback = self._grade(chapter, exercise, source, launches.get(exercise),
                                                info.get("student", ""), float(max_score or 0), first_line)
@@ -100,8 +101,9 @@ class GradeKernels(NbGraderPreprocessor):
             cell["source"] = PLACEHOLDER
         return nb, resources
 
-    def _stored(self, chapter, exercise, source, launch, max_score):
-        """(points, feedback) from the class batch's results store, or (None, None)."""
+    def _stored(self, chapter, exercise, source, launch, max_score, first_line=1):
+        """(points, feedback) from the class batch's results store, or (None, None): a result stored for the
+        same kernel numbered from the same cell line, with no note about another notebook's cells."""
         path = self.results_store and os.path.abspath(self.results_store)
         if not path or not os.path.isfile(path) or source is None:
             return None, None
@@ -109,7 +111,7 @@ class GradeKernels(NbGraderPreprocessor):
             from .batch.store import ResultStore
             from .versions import content_key, spec_version
             with ResultStore(path) as store:
-                row = store.lookup(chapter, exercise, content_key(chapter, exercise, source, launch),
+                row = store.lookup(chapter, exercise, content_key(chapter, exercise, source, launch, first_line=first_line),
                                    spec_version(chapter))
         except Exception as exc:  # an unreadable store: grade here instead
             self.log.warning("course grader: results store %s not used: %s", path, exc)

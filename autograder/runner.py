@@ -8,6 +8,7 @@ at the end; the size cases are the spec's public ones plus hidden ones drawn fro
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import os
@@ -61,6 +62,7 @@ class Session:
         with self._lock:
             if self.lock_dir is None:
                 self.lock_dir = tempfile.mkdtemp(prefix="autograder-gpu-")
+                atexit.register(shutil.rmtree, self.lock_dir, True)  # each Dask worker makes one per run
             return self.lock_dir
 
     def probe(self) -> None:

@@ -11,7 +11,6 @@ sums are exact), and no two timed launches see the same array.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -19,12 +18,13 @@ import numpy as np
 from . import policy
 from .buffers import device_bad_count, draw, fill_output, output_problem, scalar_value
 from .cuda_errors import classify_cuda_error
-from .device import backend, kernel_args, launch, set_constants
+from .device_ops import fresh_gather, xor_mask
+from .device import backend, gpu_sections, kernel_args, launch, set_constants
 from .floors import flop_floor_ms
 from .spec import Constant, In, InOut, Out, Scalar, shape_of
 
 __all__ = ["TIMING_BUDGET_S", "TIMING_MAX_SAMPLES", "WARMUP_RUNS", "WrongWhileTimed", "FreshInputs", "TimedPair",
-           "gpu_sections", "timing_step"]
+           "timing_step"]
 
 TIMING_BUDGET_S = 1.0      # per interleaved round
 POOL_VALUES = 1 << 20      # generator values per pool; fresh inputs pick from two pools
@@ -45,11 +45,9 @@ class FreshInputs:
     """
 
     def __init__(self, xp, ex, sizes: dict, rng: np.random.Generator, host: dict | None = None):
-        from .device_ops import fresh_gather
         self.xp, self.ex, self.sizes, self.rng = xp, ex, sizes, rng
         host = host if host is not None else self.draw(ex, sizes, rng)
         self.pools = {name: tuple(xp.asarray(a) for a in pair) for name, pair in host.items()}
-        self._gather = fresh_gather
 
     @staticmethod
     def draw(ex, sizes: dict, rng: np.random.Generator) -> dict:
@@ -65,7 +63,7 @@ class FreshInputs:
         """Write new values into ``arrays`` (name -> device array) for every In, InOut and Constant; new
         scalars drawn by the spec (sizes stay). Returns the scalars."""
         for name, (a, b) in self.pools.items():
-            self._gather(arrays[name], a, b, int(self.rng.integers(1 << 63)))
+            fresh_gather(arrays[name], a, b, int(self.rng.integers(1 << 63)))
         return {p.name: scalar_value(p, self.sizes, self.rng) for p in self.ex.params if isinstance(p, Scalar)}
 
 
@@ -140,7 +138,6 @@ class TimedPair:
 
     def _xor_mask(self, s: _Set) -> None:
         """Flip the expected outputs' bits with a mask hashed from ``s.mask_seed`` (twice restores them)."""
-        from .device_ops import xor_mask
         for p in self.ex.arrays:
             if isinstance(p, (Out, InOut)):
                 xor_mask(s.expected[p.name], s.mask_seed)
@@ -152,13 +149,13 @@ class TimedPair:
 
     def check(self) -> str:
         """'' when the student's last output matches its expected output, else what differs."""
-        s, xp = self.sets["student"], self.xp
+        s = self.sets["student"]
         self._xor_mask(s)  # the student kernel has finished: unmask
         try:
             for p in self.ex.arrays:
                 if isinstance(p, (Out, InOut)):
                     got, want = s.outputs[p.name], s.expected[p.name]
-                    if device_bad_count(xp, self.ex, p, got, want):
+                    if device_bad_count(self.ex, p, got, want):
                         be = backend()
                         problem = output_problem(self.ex, p, be.host(got), be.host(want), 0)
                         if problem:
@@ -188,36 +185,6 @@ def timing_step(ctx) -> dict:
     with shared():
         pair = TimedPair(ctx, sizes, geo_s, ctx.geometry(sizes, ex.launch_defaults), rng, host)
     return _timed(ctx, pair, sizes, label, base, geo_s, shared, alone)
-
-
-def gpu_sections(ctx) -> tuple:
-    """(shared, alone): context-manager factories for this grading's GPU work beside other gradings'.
-
-    Untimed work (fresh inputs, expected outputs, checks) runs ``shared``: it overlaps other gradings'
-    correctness work, and it has finished (device synchronised) before the lock is let go. Timed work
-    runs ``alone``: the lock held exclusive, so no other grading's kernel runs during it, for one pass
-    of `course.interleaved` at a time (its ``around_pass``). A lone grading has no lock (NO_LOCK).
-    """
-    from .gpulock import NO_LOCK
-    lock = getattr(ctx, "gpu_lock", NO_LOCK)
-    if lock is NO_LOCK:
-        return contextlib.nullcontext, contextlib.nullcontext
-
-    @contextlib.contextmanager
-    def shared():
-        with lock.shared():
-            yield
-            try:
-                backend().sync()
-            except Exception:
-                pass  # a sticky CUDA error, already reported by the body: nothing of ours runs on any more
-
-    @contextlib.contextmanager
-    def alone():
-        backend().sync()
-        with lock.exclusive():
-            yield
-    return shared, alone
 
 
 def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:

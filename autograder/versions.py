@@ -44,8 +44,14 @@ def version_of(spec_path, exercises, grader_version: str | None = None) -> str:
     return _digest(*parts)
 
 
-def content_key(chapter: str, exercise: str, source: str | None, launch=None, problem: str = "") -> str:
-    """A hash of exactly what is graded for one exercise: the kernel source, its LAUNCH data, and any
-    problem found while reading the submission (which decides the verdict instead)."""
-    return _digest(chapter, exercise, source if source is not None else "\0none",
-                   json.dumps(launch, sort_keys=True, default=repr), problem or "")
+def content_key(chapter: str, exercise: str, source: str | None, launch=None, problem: str = "", note: str = "",
+                first_line: int = 1) -> str:
+    """A hash of exactly what is graded for one exercise and what its feedback says: the kernel source, its
+    LAUNCH data, any problem found while reading the submission (which decides the verdict instead), the
+    note about the notebook (duplicate cells...) and the cell line the source starts on (the feedback's
+    line numbers), so a stored result is only ever shown to a submission whose feedback it is."""
+    parts = [chapter, exercise, source if source is not None else "\0none",
+             json.dumps(launch, sort_keys=True, default=repr), problem or ""]
+    if note or first_line != 1:  # the common case keeps the keys results were stored under
+        parts += [note, str(int(first_line))]
+    return _digest(*parts)

@@ -230,7 +230,7 @@ def _run(chan: Channel, task: dict) -> None:
     ctx = harness.Context(ex, task["programs"], task["launch"], int(task["seed"]), info, arm,
                           cases=task.get("cases"), reference_launch=task.get("reference_launch"))
     from .gpulock import GpuLock
-    ctx.gpu_lock = lock = GpuLock(task.get("gpu_lock"))  # opened before the file system closes
+    ctx.gpu_lock = GpuLock(task.get("gpu_lock"))  # opened before the file system closes
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
     _confine(task, compile_phase=False)
@@ -249,18 +249,13 @@ def _run(chan: Channel, task: dict) -> None:
             data = harness.load_step(ctx)
             fatal = data["status"] != "ok"
         elif step.startswith("size:"):
-            # holds the GPU lock shared around its GPU work only (never nested: a waiting timer would deadlock)
             data = harness.correctness_step(ctx, int(step.split(":", 1)[1]))
             fatal = bool(data.pop("fatal", False))
         elif step in ("timing", "pipeline"):
             if failed:
                 data, fatal = {"status": "not run", "message": "correctness failed"}, False
-            elif step == "timing":
-                data = harness.timing_step(ctx)  # shared for untimed work, exclusive per timed pass
-                fatal = bool(data.pop("fatal", False))
-            else:
-                with lock.exclusive():
-                    data = harness.pipeline_step(ctx)
+            else:  # each step takes the GPU lock itself (device.gpu_sections)
+                data = getattr(harness, f"{step}_step")(ctx)
                 fatal = bool(data.pop("fatal", False))
         else:
             raise ValueError(f"unknown step {step!r}")

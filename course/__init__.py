@@ -16,6 +16,7 @@ from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, 
 from ._headers import include_dirs, missing_headers
 from ._launch import Kernel, Module, compile, grid_2d, grid_for
 from ._magic import CELL_FIRST_LINE, cell_sources, load_ipython_extension
+from ._sources import first_line_of
 from ._nvml import pcie_link, sm_clock_mhz
 from ._preflight import preflight
 from ._table import print_table
@@ -23,7 +24,7 @@ from ._timing import BenchResult, benchmark, interleaved
 from . import access, cublas, gemm, ncu, plots, results, source, streams, variants  # public submodules: no CUDA at import
 
 __all__ = [
-    "BenchResult", "CELL_FIRST_LINE", "Ceilings", "CudaCell", "access", "cublas", "gemm", "ncu", "plots", "results", "source", "streams", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
+    "BenchResult", "CELL_FIRST_LINE", "first_line_of", "Ceilings", "CudaCell", "access", "cublas", "gemm", "ncu", "plots", "results", "source", "streams", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",

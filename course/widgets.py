@@ -117,9 +117,11 @@ class Sweep:
             out.append((xv, self.measure(**vals)))
         return out
 
-    def measure_all(self, progress: bool = True, repeats: int = RECORD_REPEATS) -> None:
-        """Measure every combination (what a recording needs for the sliders to replay), each the median
-        of ``repeats`` runs."""
+    def measure_all(self, progress: bool = True, repeats: int = 1) -> None:
+        """Measure every combination not measured yet (what the sliders need to replay); with ``repeats``
+        above 1 (a recording) every combination again, each the median of that many runs."""
+        if not self.live:
+            return
         names = list(self.params)
         combos = list(itertools.product(*self.params.values()))
         it = combos
@@ -131,7 +133,9 @@ class Sweep:
                 pass
         for c in it:
             values = dict(zip(names, c))
-            self._measure(_key(values), values, max(1, int(repeats)))
+            k = _key(values)
+            if repeats > 1 or k not in self.results:
+                self._measure(k, values, max(1, int(repeats)))
 
     def save(self, path=None) -> Path:
         """Write the measured points (with the GPU's name) for CPU-only replay."""
@@ -256,6 +260,6 @@ def sweep(run, params: dict, *, metric: str, x: str | None = None, name: str | N
     if record is None:
         record = os.environ.get("COURSE_RECORD_SWEEPS") == "1"
     if record and s.live and s.recorded is not None:
-        s.measure_all()
+        s.measure_all(repeats=RECORD_REPEATS)
         s.save()
     return s

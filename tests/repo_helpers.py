@@ -102,6 +102,12 @@ def recorded_rows(chapter: str) -> tuple:
     return {r["name"]: r for r in data["rows"] if r["chapter"] == chapter}, data["ceilings"]
 
 
+def recorded_sweep(name: str) -> dict:
+    """A recorded sweep (benchmarks/results/sweeps/<name>.json): tuple of its parameter values -> value."""
+    data = json.loads((REPO / "benchmarks" / "results" / "sweeps" / f"{name}.json").read_text())
+    return {tuple(p["values"][k] for k in data["params"]): p["value"] for p in data["points"]}
+
+
 def quote_close(quoted: str, value: float) -> bool:
     """Does the number as printed equal ``value`` to half a unit of its last digit?"""
     digits = quoted.replace(",", "")

@@ -113,6 +113,8 @@ def test_pytest_command_under_ci(bootstrap):
     n = ci.index("-n")
     assert 4 <= int(ci[n + 1]) <= 8 and "--dist" in ci  # the CPU tier in parallel (pytest-xdist)
     assert "-n" not in bootstrap.pytest_command("py", ["-p", "no:xdist"], ci=True)[3:-2]
+    # on a machine with a GPU driver a plain run includes the GPU-marked tests: never side by side
+    assert "-n" not in bootstrap.pytest_command("py", [], ci=False, gpu=True)
 
 
 def test_lab_command(bootstrap):

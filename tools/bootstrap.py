@@ -111,14 +111,15 @@ def pip_install_command(python: str, extras: list[str], wheelhouse: str | None) 
     return cmd
 
 
-def pytest_command(python: str, args: list[str], ci: bool) -> list[str]:
-    """pytest from the repository root; under CI, plain output and the slowest tests named."""
+def pytest_command(python: str, args: list[str], ci: bool, gpu: bool = False) -> list[str]:
+    """pytest from the repository root; under CI, plain output and the slowest tests named. ``gpu``: this
+    machine has a usable driver, so the GPU-marked tests run too (and must not run side by side)."""
     cmd = [python, "-m", "pytest"]
     if ci:
         # CI logs are read as text: no colour codes, and no -q so the closing summary line stays.
         cmd += ["--color=no", "--durations=10"]
         args = [a for a in args if not re.fullmatch(r"-q+|--quiet", a)]
-    gpu_tier = any(a == "gpu" or a.startswith("gpu") for a in args)
+    gpu_tier = gpu or any(a == "gpu" or a.startswith("gpu") for a in args)
     if not gpu_tier and not any(a == "-n" or a.startswith("-n") or a == "no:xdist" for a in args):
         # pytest-xdist: many CPU tests wait on child processes (nbgrader, Dask, NVRTC), so more workers
         # than cores still help; never for the GPU tier, whose timings need the GPU alone
@@ -280,7 +281,7 @@ def main(argv: list[str]) -> int:
         as_root = hasattr(os, "geteuid") and os.geteuid() == 0
         return subprocess.run(lab_command(python, args, as_root), cwd=REPO, env=env).returncode
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-    rc = subprocess.run(pytest_command(python, args, ci), cwd=REPO, env=env).returncode
+    rc = subprocess.run(pytest_command(python, args, ci, gpu), cwd=REPO, env=env).returncode
     if rc == PYTEST_NO_TESTS:
         print("bootstrap: pytest collected no tests, which counts as a failure "
               "(check the -m/-k selection or the tests/ folder).", file=sys.stderr)

@@ -58,6 +58,10 @@ def write_gradebook(db_url: str, rows: list, *, reset_overrides: bool = False) -
     with Gradebook(db_url) as gb:
         for row in rows:
             student, assignment, exercise = row["student"], row["assignment"], row["exercise"]
+            if not row.get("final", 1):  # a grader error or a lost worker: no verdict to give the student
+                summary.missing.append(f"{student} {assignment}/{exercise}: not graded yet ({row['status']}); "
+                                       "run grade-class again")
+                continue
             if assignment not in cells:
                 try:
                     cells[assignment] = kernel_cells(gb, assignment)

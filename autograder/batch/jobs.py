@@ -93,9 +93,10 @@ def discover(path, *, chapter_names=None, exercise: str | None = None) -> tuple:
             problem = sub.problems.get(name) or sub.problems.get("*") or ""
             source = next(iter(sub.kernels.values()), None) if sub.single_exercise else sub.kernels.get(name)
             launch = sub.launches.get(name)
+            note = sub.notes.get(name, "")
+            first_line = 1 if sub.single_exercise else int(sub.first_lines.get(name, 1))
             jobs.append(Job(student=student, assignment=sub.chapter, exercise=name, path=str(sub.path),
-                            source=source, launch=launch, problem=problem, note=sub.notes.get(name, ""),
-                            content=content_key(sub.chapter, name, source, launch, problem),
-                            spec=versions[sub.chapter],
-                            first_line=1 if sub.single_exercise else int(sub.first_lines.get(name, 1))))
+                            source=source, launch=launch, problem=problem, note=note,
+                            content=content_key(sub.chapter, name, source, launch, problem, note, first_line),
+                            spec=versions[sub.chapter], first_line=first_line))
     return jobs, ignored

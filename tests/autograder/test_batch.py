@@ -159,3 +159,15 @@ def test_batch_feedback_numbers_lines_as_the_cell(tmp_path):
     assert {j.exercise: j.first_line for j in jobs} == {"saxpy": 2, "rgb_to_gray": 2}
     row = _rows(_grade(root))[("erin", "saxpy")]
     assert row["status"] == "compile error" and "line 3" in row["feedback"], row["feedback"]  # cell line 3
+
+
+def test_gradebook_gets_no_points_for_a_result_that_is_not_final(tmp_path):
+    """A grader error or a lost worker is no verdict: is it left out of nbgrader's gradebook (not written as
+    0 points with an internal error as feedback) and listed as not graded yet?"""
+    pytest.importorskip("nbgrader")
+    from autograder.batch.gradebook import write_gradebook
+    row = {"student": "erin", "assignment": CH, "exercise": "saxpy", "status": "grader error", "final": 0,
+           "points": 0.0, "max_points": 10.0, "feedback": "not graded: KilledWorker"}
+    summary = write_gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}", [row])
+    assert summary.written == 0
+    assert summary.missing and "not graded yet (grader error)" in summary.missing[0]

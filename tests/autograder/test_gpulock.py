@@ -1,6 +1,6 @@
 """The GPU lock of gradings sharing one GPU (autograder/gpulock.py), with real processes on a temporary folder:
 readers overlap, a timer holds it alone, a waiting timer is not overtaken by new readers, a killed holder
-frees it; and `gpu_sections`, the speed step's use of it (autograder/timing.py)."""
+frees it; and `gpu_sections`, the grading steps' use of it (autograder/device.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from autograder import timing
+from autograder import device
 from autograder.gpulock import NO_LOCK, GpuLock
 
 FORK = multiprocessing.get_context("fork")
@@ -259,7 +259,7 @@ def test_no_lock_runs_the_body_once_and_touches_no_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-# gpu_sections: the speed step's shared and alone sections
+# gpu_sections: the grading steps' shared and alone sections
 
 class _Backend:
     def __init__(self, log):
@@ -288,9 +288,9 @@ def _recording(lock: GpuLock, log: list) -> GpuLock:
 def test_gpu_sections_without_a_lock_do_nothing(monkeypatch):
     """A lone grading (NO_LOCK, or no gpu_lock at all): do both sections just run the body, with no sync?"""
     log = []
-    monkeypatch.setattr(timing, "backend", lambda: _Backend(log))
+    monkeypatch.setattr(device, "backend", lambda: _Backend(log))
     for ctx in (types.SimpleNamespace(gpu_lock=NO_LOCK), types.SimpleNamespace()):
-        shared, alone = timing.gpu_sections(ctx)
+        shared, alone = device.gpu_sections(ctx)
         for section in (shared, alone):
             with section():
                 log.append("body")
@@ -305,19 +305,19 @@ def test_gpu_sections_wait_for_the_device_at_the_right_moment(tmp_path, monkeypa
     """Does `shared` hold the lock shared and wait for the device before letting it go, and `alone` wait
     for this grading's own work first, then hold the lock exclusive around the body?"""
     log = []
-    monkeypatch.setattr(timing, "backend", lambda: _Backend(log))
+    monkeypatch.setattr(device, "backend", lambda: _Backend(log))
     ctx = types.SimpleNamespace(gpu_lock=_recording(GpuLock(str(tmp_path)), log))
-    with timing.gpu_sections(ctx)[which]():
+    with device.gpu_sections(ctx)[which]():
         log.append("body")
     assert log == expected
 
 
 def test_gpu_sections_hold_the_real_lock(tmp_path, monkeypatch, start):
     """Inside `shared` can another grading still read, and inside `alone` can it not?"""
-    monkeypatch.setattr(timing, "backend", lambda: _Backend([]))
+    monkeypatch.setattr(device, "backend", lambda: _Backend([]))
     folder, log = str(tmp_path / "lock"), str(tmp_path / "log.txt")
     os.mkdir(folder)
-    shared, alone = timing.gpu_sections(types.SimpleNamespace(gpu_lock=GpuLock(folder)))
+    shared, alone = device.gpu_sections(types.SimpleNamespace(gpu_lock=GpuLock(folder)))
     with shared():
         r_in = FORK.Event()
         r = start(folder, "shared", log, "r", entered=r_in)
@@ -338,11 +338,13 @@ def test_gpu_sections_shared_keeps_the_verdict_of_a_crashed_kernel(tmp_path, mon
     let the body's result stand (a "crashed" verdict, not a grader error) and still let the lock go?"""
     def broken():
         raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
-    monkeypatch.setattr(timing, "backend", lambda: types.SimpleNamespace(sync=broken))
+    monkeypatch.setattr(device, "backend", lambda: types.SimpleNamespace(sync=broken))
     lock = GpuLock(str(tmp_path))
-    shared, _ = timing.gpu_sections(types.SimpleNamespace(gpu_lock=lock))
-    with shared():
-        verdict = "crashed"
-    assert verdict == "crashed"
+    shared, _ = device.gpu_sections(types.SimpleNamespace(gpu_lock=lock))
+
+    def step():  # what correctness_step and the speed step do: return the verdict from inside the section
+        with shared():
+            return {"status": "crashed"}
+    assert step() == {"status": "crashed"}  # the sync's error on leaving did not replace it
     with lock.exclusive():  # not left held
         pass

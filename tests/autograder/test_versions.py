@@ -241,3 +241,15 @@ def test_an_installed_package_carries_the_snapshots_and_the_lock():
     data = tomllib.loads((loader.ROOT / "pyproject.toml").read_text())
     shipped = data["tool"]["setuptools"]["package-data"]["autograder"]
     assert "frozen/**/*" in shipped and speclock.LOCK_FILE.name in shipped
+
+
+def test_content_key_covers_what_the_feedback_says():
+    """A stored result is shown to any submission with the same key (nbgrader autograde reads the batch's
+    store): do the notebook's note (duplicate cells...) and the cell line the kernel starts on, both part
+    of the feedback, change the key, while a plain kernel keeps the key it was stored under?"""
+    from autograder.versions import _digest, content_key
+    base = content_key("01_first_kernel", "saxpy", "src")
+    assert base == _digest("01_first_kernel", "saxpy", "src", "null", "")
+    keys = {base, content_key("01_first_kernel", "saxpy", "src", first_line=2),
+            content_key("01_first_kernel", "saxpy", "src", note="cells 4 and 9 both define saxpy", first_line=2)}
+    assert len(keys) == 3

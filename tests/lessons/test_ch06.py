@@ -3,13 +3,13 @@ arithmetic, and (GPU) every kernel of the lesson, the three tables, and the thre
 sizes, launched twice to prove their state resets."""
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, fail_on, import_course, read_json_notebook
+from repo_helpers import (QUOTE_NUMBER, REPO, chapter_markdown, check_quotes, fail_on, import_course, quote_close,
+                          read_json_notebook, recorded_rows, recorded_sweep)
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 STEM = "06_building_blocks"
@@ -196,25 +196,17 @@ def test_reduce_sweep_figure(ch06, recorded_only):
 
 # --- the text against the recordings --------------------------------------------------------------
 
-RESULTS = REPO / "benchmarks" / "results"
-NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"   # 1,424 or 978.5 or 5.4, as the text prints them
-
-
-def _sweep(name: str) -> dict:
-    data = json.loads((RESULTS / "sweeps" / f"{name}.json").read_text())
-    return {tuple(p["values"][k] for k in data["params"]): p["value"] for p in data["points"]}
-
-
-def _rows() -> dict:
-    data = json.loads((RESULTS / "nvidia-h100-80gb-hbm3.json").read_text())
-    return {r["name"]: r["value"] for r in data["rows"] if r["chapter"] == STEM}, data["ceilings"]["copy_gbps"]
+def _rows() -> tuple:
+    """(GB/s of each recorded row of the chapter by name, the copy ceiling)."""
+    rows, ceilings = recorded_rows(STEM)
+    return {k: r["value"] for k, r in rows.items()}, ceilings["copy_gbps"]
 
 
 def test_reduce_sweep_shows_the_atomic_limit(ch06):
     """Does the recorded block-size sweep say what the lesson says: one constant near 1.9 ns per block fits
     variants 1-4 at small blocks; 3 and 4 agree within 1% and double from 32 to 256 threads; variant 1 leaves
     the line at 256; the shuffles win only at 512 and 1,024; 5 and 6 stay fast at every block?"""
-    rates = _sweep("06_building_blocks_reduce")        # (block, variant) -> GB/s
+    rates = recorded_sweep("06_building_blocks_reduce")        # (block, variant) -> GB/s
     fit = ch06.atomic_fit(rates)
     assert 1.8 <= fit <= 2.0, fit
     ns = ch06.atomic_ns(rates)
@@ -235,34 +227,18 @@ def test_reduce_sweep_shows_the_atomic_limit(ch06):
 def test_histogram_sweep_is_flat_past_one_value():
     """Does the recorded histogram sweep say what the lesson says: global atomics flat from 2 to 256 distinct
     values, a single value clearly worse, the privatized kernel far faster and nearly flat throughout?"""
-    rates = _sweep("06_building_blocks_histogram")     # (distinct, kernel) -> GB/s
+    rates = recorded_sweep("06_building_blocks_histogram")     # (distinct, kernel) -> GB/s
     spread = [rates[d, "global"] for d in (2, 4, 8, 16, 32, 64, 128, 256)]
     assert max(spread) < 2 * min(spread) and rates[1, "global"] < 0.6 * min(spread)
     shared = [rates[d, "shared"] for d in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     assert max(shared) < 1.2 * min(shared) and min(shared) > 50 * max(spread)
 
 
-def _markdown(path) -> str:
-    return " ".join(re.sub(r"\s+", " ", "".join(c["source"])) for c in read_json_notebook(path)["cells"]
-                    if c["cell_type"] == "markdown")
-
-
-def _number(text: str) -> tuple:
-    """(value, half a unit of its last digit) of a figure as printed, e.g. "1,424" -> (1424.0, 0.5)."""
-    digits = text.replace(",", "")
-    return float(digits), 0.5 * 10.0 ** -(len(digits.split(".")[1]) if "." in digits else 0)
-
-
-def _close(quoted: str, value: float) -> bool:
-    q, half = _number(quoted)
-    return abs(q - value) <= max(half, 1e-3 * abs(value))
-
-
 def _quotes(ch06):
     """(phrase of the chapter, the recorded figures its numbers quote, in order)."""
     rows, copy = _rows()
     row = {k.split(": ")[-1]: v for k, v in rows.items()}
-    red, hist = _sweep("06_building_blocks_reduce"), _sweep("06_building_blocks_histogram")
+    red, hist = recorded_sweep("06_building_blocks_reduce"), recorded_sweep("06_building_blocks_histogram")
     glob = [hist[d, "global"] for d in (2, 4, 8, 16, 32, 64, 128, 256)]
     shared = [hist[d, "shared"] for d in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     fast = [red[b, v] for b in (32, 64, 128, 256, 512, 1024) for v in (5, 6)]
@@ -288,33 +264,24 @@ def _quotes(ch06):
 def test_quoted_figures_match_the_recordings(ch06):
     """Issue #22: is every figure the chapter quotes from a recording present and equal to what
     benchmarks/results holds (to its last printed digit), so the text cannot drift from the data?"""
-    text = _markdown(REPO / "chapters" / f"{STEM}.ipynb")
-    problems = []
-    for phrase, values in _quotes(ch06):
-        if phrase not in text:
-            problems.append(f"the chapter no longer says {phrase!r}: update _quotes with the new wording")
-            continue
-        nums = re.findall(NUMBER, phrase)
-        if len(nums) != len(values) or not all(_close(q, v) for q, v in zip(nums, values)):
-            problems.append(f"{phrase!r} quotes {nums}; the recordings hold {[round(v, 2) for v in values]}")
-    fail_on(problems, "chapters/06_building_blocks.ipynb against benchmarks/results:")
+    check_quotes(STEM, _quotes(ch06))
 
 
 def test_every_rate_in_the_text_is_recorded_or_derived(ch06):
     """Is every "N GB/s" of the chapter's text a recorded figure (a row, a sweep point, the copy ceiling) or
     one of its few stated derivations (the atomic limit, micro-exercise answers)?"""
     rows, copy = _rows()
-    red = _sweep("06_building_blocks_reduce")
-    recorded = [*rows.values(), *red.values(), *_sweep("06_building_blocks_histogram").values(), copy]
+    red = recorded_sweep("06_building_blocks_reduce")
+    recorded = [*rows.values(), *red.values(), *recorded_sweep("06_building_blocks_histogram").values(), copy]
     fit = ch06.atomic_fit(red)
     derived = {"1,100": 2048 / fit, "270": 512 / 1.9, "1,800": 0.9 * 3000 * 8 / 12, "2,700": 0.9 * 3000}
-    text = _markdown(REPO / "chapters" / f"{STEM}.ipynb")
+    text = " ".join(chapter_markdown(STEM))
     problems = []
-    for q in re.findall(rf"({NUMBER}) GB/s", text):
+    for q in re.findall(rf"({QUOTE_NUMBER}) GB/s", text):
         if q in derived:
-            ok = abs(_number(q)[0] / derived[q] - 1) < 0.03
+            ok = abs(float(q.replace(",", "")) / derived[q] - 1) < 0.03
         else:
-            ok = any(_close(q, v) for v in recorded if v)
+            ok = any(quote_close(q, v) for v in recorded if v)
         if not ok:
             problems.append(f"{q} GB/s is neither recorded in benchmarks/results nor a stated derivation")
     fail_on(problems, "chapters/06_building_blocks.ipynb:")
@@ -464,8 +431,7 @@ def test_reference_histogram(ch06):
 def test_exercise_histogram_expectation_quotes_the_recordings():
     """Issue #16 item 5: does the histogram exercise say what more than the lesson's hist_shared full speed
     points need, quoting both kernels' recorded figures and their ratio as benchmarks/results holds them?"""
-    import json as _json
-    nb = _json.loads((REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb").read_text())
+    nb = read_json_notebook(REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb")
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     rows, _ = _rows()
     lesson = next(v for k, v in rows.items() if "lesson hist_shared" in k)

@@ -10,12 +10,6 @@ import pytest
 
 from repo_helpers import REPO, import_course, load_tool, read_json_notebook
 
-SAXPY = r'''extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-'''
 # The message cuobjdump prints when it runs without nvdisasm beside it (the cuobjdump wheel alone).
 CUOBJDUMP_ALONE = ("cuobjdump fatal   : Could not find executable file 'nvdisasm'; you can try adding path "
                    "to environment variables PATH or NVDISASM_PATH")
@@ -35,7 +29,7 @@ def test_sass_of_saxpy_for_sm90_without_a_gpu():
 
     No skip: the bootstrap installs nvdisasm (pyproject's CUDA extras), so a missing one is a failure."""
     course = import_course()
-    sass = course.compile_for_arch(SAXPY, "sm_90").sass()
+    sass = course.lesson_cell("01_first_kernel", "saxpy").compile_for_arch("sm_90").sass()  # chapter 01's cell
     ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)
     assert "FFMA" in ops and ops.count("LDG") == 2 and ops.count("STG") == 1, sass[:3000]
     assert "saxpy" in sass, sass[:3000]
@@ -103,7 +97,7 @@ def test_chapter01_sass_cell_shows_what_its_text_names():
     cells = read_json_notebook(REPO / "chapters" / "01_first_kernel.ipynb")["cells"]
     text = ["".join(c["source"]) for c in cells]
     (at,) = [i for i, t in enumerate(text) if cells[i]["cell_type"] == "code" and ".sass()" in t]
-    intro = text[at - 1]
+    intro = next(text[i] for i in range(at - 1, -1, -1) if cells[i]["cell_type"] == "markdown")
     assert "SASS" in intro and "FFMA" in intro, "the SASS cell should follow the text that explains it"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -113,6 +107,5 @@ def test_chapter01_sass_cell_shows_what_its_text_names():
     absent = {op for op in named if not re.search(rf"(?<![\w.]){re.escape(op)}(?![\w])", printed)}
     assert absent == {"FADD"}, f"named in the text but not printed: {absent}\n{printed}"
     assert len(re.findall(r"\bLDG\b", printed)) == 2 and "FFMA" in printed and "@P0 EXIT" in printed, printed
-    (vec_add,) = [t for t in text if t.startswith("%%cuda") and "void vec_add(" in t]
-    vec_sass = course.compile_for_arch(vec_add.split("\n", 1)[1], "sm_90").sass()
+    vec_sass = course.lesson_cell("01_first_kernel", "vec_add").compile_for_arch("sm_90").sass()
     assert "FADD" in vec_sass and "FFMA" not in vec_sass, vec_sass[:3000]

@@ -25,6 +25,8 @@ def test_replay_from_recording(tmp_path, no_gpu):
     s = widgets.sweep(lambda **v: 1 / 0, {"block": [128, 256, 2048], "grid": [1]}, metric="GB/s", recorded=rec)
     assert not s.live and s.recorded_on == "NVIDIA H100"
     assert s.curve(grid=1) == [(128, 10.0), (256, 20.0), (2048, None)]
+    s.measure_all(progress=False, repeats=3)  # without a GPU: nothing measured, nothing replayed lost
+    assert s.curve(grid=1) == [(128, 10.0), (256, 20.0), (2048, None)]
     ax, notes = s.plot()
     assert "recorded on NVIDIA H100" in ax.get_title()
     assert notes == ["block=2048: LaunchError: too many threads"]
@@ -49,6 +51,7 @@ def test_live_sweep_measures_once_and_records_invalid(tmp_path, no_gpu):
     assert "block too large" in s.note(block=2048, tile=2)
     s.measure_all(progress=False)
     assert len(s.results) == 4
+    assert calls.count((256, 2)) == 1  # a point measured already is not measured again
 
 
 def test_sweep_argument_errors():
@@ -119,7 +122,7 @@ def test_recording_keeps_the_median_of_repeats(tmp_path, no_gpu, monkeypatch):
     monkeypatch.setattr(_env, "device_info", lambda: type("D", (), {"name": "Fake GPU"})())
     s = widgets.Sweep(run, {"waves": [1, 2, 3], "block": [64]}, metric="us", name="w", recorded=tmp_path / "w.json")
     s.live = True
-    s.measure_all(progress=False)
+    s.measure_all(progress=False, repeats=widgets.RECORD_REPEATS)
     assert s.curve(block=64, progress=False) == [(1, 100.0), (2, 200.0), (3, 300.0)]
     assert set(runs.values()) == {widgets.RECORD_REPEATS}
     saved = json.loads(s.save().read_text())
