@@ -2,6 +2,11 @@
 
 A sticky error (illegal address, ...) poisons the CUDA context: the result is ``fatal`` and the child
 exits, so the remaining steps run in a fresh one. A refused launch leaves the context usable.
+
+Running out of device memory is charged by who else is on the GPU: while other gradings share it (a batch),
+their buffers may be what filled it, so it is a grader error and the batch grades the kernel once more with
+the GPU to itself (batch/work.py); with no other grading on the GPU, a launch that runs out of memory is the
+kernel's doing (local arrays reserved for every resident thread), a final "crashed" verdict.
 """
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ import re
 
 from .device import context_alive
 
-__all__ = ["classify_cuda_error", "module_load_problem"]
+__all__ = ["classify_cuda_error", "module_load_problem", "share_gpu", "is_out_of_memory",
+           "call_out_of_memory"]
 
 _STICKY = [
     (r"ILLEGAL_ADDRESS|illegal memory access|IllegalAddress",
@@ -26,6 +32,9 @@ _STICKY = [
     (r"LAUNCH_TIMEOUT|timed out", "the kernel ran into the display watchdog timeout."),
 ]
 _OUT_OF_MEMORY = r"OutOfMemoryError|OUT_OF_MEMORY|out of memory|MemoryAllocation"
+# whether other gradings may hold memory on this child's GPU now; each run child sets it (`share_gpu`), and
+# until then an out-of-memory is not charged to the student
+_GPU_SHARED = True
 _REFUSED = [
     (r"OUT_OF_RESOURCES|too many resources",
      "the GPU refused the launch: this block size needs more registers (or shared memory) than an SM has. "
@@ -44,12 +53,8 @@ def classify_cuda_error(exc: BaseException, label: str, geo) -> dict:
     if isinstance(exc, course.LaunchError):
         return {"status": "failed", "message": f"could not launch {where}: {exc}", "fatal": False}
     text = f"{type(exc).__name__}: {exc}"
-    if re.search(_OUT_OF_MEMORY, text):
-        # not charged to the student: gradings sharing a GPU can run it out of memory between them
-        return {"status": "grader error", "fatal": True, "message": (
-            f"the GPU ran out of memory {where} ({text}). When several gradings share the GPU this is the "
-            "grader's doing, and a batch grades the kernel again on its next run; graded alone, a launch "
-            "needs more memory than the GPU has (huge local arrays per thread?).")}
+    if is_out_of_memory(text):
+        return _out_of_memory(text, where)
     for pattern, what in _STICKY:
         if re.search(pattern, text):
             return {"status": "crashed", "message": f"crashed {where}: {what} ({text})", "fatal": True}
@@ -58,6 +63,40 @@ def classify_cuda_error(exc: BaseException, label: str, geo) -> dict:
             return {"status": "failed", "message": f"could not launch {where}: {what} ({text})",
                     "fatal": not context_alive()}
     return {"status": "crashed", "message": f"crashed {where}: {text}", "fatal": True}
+
+
+def share_gpu(shared: bool) -> None:
+    """Tell this grading child whether other gradings share its GPU (True) or it has the GPU to itself."""
+    global _GPU_SHARED
+    _GPU_SHARED = bool(shared)
+
+
+def is_out_of_memory(text: str) -> bool:
+    """Whether an error's text (or a report's) says the GPU ran out of memory."""
+    return bool(re.search(_OUT_OF_MEMORY, text or ""))
+
+
+def _out_of_memory(text: str, where: str) -> dict:
+    if _GPU_SHARED:
+        return {"status": "grader error", "fatal": True, "message": (
+            f"the GPU ran out of memory {where} ({text}) in a batch, where other gradings share the GPU; "
+            "their buffers may be what filled it, so this is not charged to you: the kernel is graded once "
+            "more with the GPU to itself.")}
+    return {"status": "crashed", "fatal": True, "message": (
+        f"crashed {where}: out of memory ({text}), with no other grading on the GPU. Your launch needs more "
+        "device memory than the GPU has free. The usual cause is local memory: an array declared inside the "
+        "kernel (or deep recursion) is reserved for every thread the GPU can keep resident at once, so a "
+        "100 KB array per thread asks for tens of GB. Keep per-thread arrays to a few values held in "
+        "registers, or share a tile through __shared__ memory. (Graded on your own machine? Close other "
+        "programs using the GPU, such as a notebook kernel, and grade again.)")}
+
+
+def call_out_of_memory(text: str, label: str) -> dict:
+    """A library call that ran out of device memory: the buffers and the library's workspace are the
+    grader's, never the student's doing, so a grader error (graded again, alone in a batch)."""
+    return {"status": "grader error", "message": (
+        f"the GPU ran out of memory making the call at {label} ({text}): the grader's buffers and the "
+        "library's workspace did not fit beside what else was on the GPU. Not charged to you; graded again.")}
 
 
 def module_load_problem(exc: BaseException) -> str:

@@ -145,11 +145,12 @@ def body_first_line(source) -> int:
 
 def cuda_cell_name(source) -> str | None:
     """The exercise key of a ``%%cuda`` cell (its --name, or its first kernel's name) or of a
-    ``%%cublas --name NAME`` cell; None otherwise (also for anything that is not a string)."""
+    ``%%cublas --name NAME`` or ``%%streams --name NAME`` cell (data cells of a `CallExercise`); None otherwise
+    (also for anything that is not a string)."""
     if not isinstance(source, str):
         return None
     first = source.lstrip().split("\n", 1)[0][:_MAGIC_LINE_CHARS]
-    magic = next((m for m in ("%%cuda", "%%cublas") if first.startswith(m)), None)
+    magic = next((m for m in ("%%cuda", "%%cublas", "%%streams") if first.startswith(m)), None)
     if magic is None:
         return None
     try:
@@ -161,7 +162,7 @@ def cuda_cell_name(source) -> str | None:
             return args[i + 1]
         if a.startswith("--name="):
             return a.split("=", 1)[1]
-    if magic == "%%cublas":
+    if magic != "%%cuda":
         return None
     from course.source import parse_kernels
     names = list(parse_kernels(strip_magic(source)))

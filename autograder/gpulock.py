@@ -18,10 +18,14 @@ import time
 
 from .trace import tracer
 
-__all__ = ["GpuLock", "NO_LOCK", "PATIENCE_S", "READER_GAP_S"]
+__all__ = ["GpuLock", "NO_LOCK", "NestedHoldError", "PATIENCE_S", "READER_GAP_S"]
 
 PATIENCE_S = 0.5     # a waiting timer holds back new readers this long at most ...
 READER_GAP_S = 0.02  # ... then lets them in for this long and waits again
+
+
+class NestedHoldError(RuntimeError):
+    """A hold of the GPU lock asked for inside another hold of the same process."""
 
 
 class GpuLock:
@@ -29,6 +33,7 @@ class GpuLock:
 
     def __init__(self, folder: str | None):
         self.fds = None
+        self.holding = ""  # "shared" or "exclusive" while this process holds the lock
         if folder:
             # opened before the child confines itself: afterwards it may not open files outside its folder
             self.fds = tuple(os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o600)
@@ -39,45 +44,51 @@ class GpuLock:
         if self.trace:
             self.trace.event("lock", kind=kind, wait=round(got - asked, 4), hold=round(time.monotonic() - got, 4))
 
-    @contextlib.contextmanager
     def shared(self):
-        if self.fds is None:
-            yield
-            return
-        turnstile, gpu = self.fds
-        asked = time.monotonic()
-        fcntl.flock(turnstile, fcntl.LOCK_EX)  # waits while a timer waits or times
-        fcntl.flock(gpu, fcntl.LOCK_SH)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        got = time.monotonic()
-        try:
-            yield
-        finally:
-            fcntl.flock(gpu, fcntl.LOCK_UN)
-            self._traced("shared", asked, got)
+        """Hold the GPU beside other gradings' untimed work (a context manager)."""
+        return self._hold("shared")
+
+    def exclusive(self):
+        """Hold the GPU alone: no other grading's work runs until it is let go (a context manager)."""
+        return self._hold("exclusive")
 
     @contextlib.contextmanager
-    def exclusive(self):
+    def _hold(self, kind: str):
         if self.fds is None:
             yield
             return
+        if self.holding:
+            # flock converts the one lock this process has: the inner hold would replace the outer one and
+            # its release would let go of both, so the rest of the outer section would run unprotected
+            raise NestedHoldError(
+                f"the GPU lock was asked for {kind} while this grading already holds it {self.holding}. "
+                "A hold cannot be nested (the inner one's release would end the outer one too): take the lock "
+                "once around the whole section (autograder/device.py, gpu_sections).")
         turnstile, gpu = self.fds
         asked = time.monotonic()
-        while True:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            if self._wait_readers(gpu):
-                break
-            # a reader holds on (a hanging kernel runs until its deadline): let the others' correctness
-            # work go on for a moment rather than stopping the whole GPU behind it
+        if kind == "shared":
+            fcntl.flock(turnstile, fcntl.LOCK_EX)  # waits while a timer waits or times
+            fcntl.flock(gpu, fcntl.LOCK_SH)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-            time.sleep(READER_GAP_S)
+        else:
+            while True:
+                fcntl.flock(turnstile, fcntl.LOCK_EX)
+                if self._wait_readers(gpu):
+                    break
+                # a reader holds on (a hanging kernel runs until its deadline): let the others' correctness
+                # work go on for a moment rather than stopping the whole GPU behind it
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+                time.sleep(READER_GAP_S)
+        self.holding = kind
         got = time.monotonic()
         try:
             yield
         finally:
+            self.holding = ""
             fcntl.flock(gpu, fcntl.LOCK_UN)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-            self._traced("exclusive", asked, got)
+            if kind == "exclusive":
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+            self._traced(kind, asked, got)
 
     @staticmethod
     def _wait_readers(gpu: int) -> bool:

@@ -271,7 +271,6 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
 # -- pipeline ----------------------------------------------------------------------------------
 
 PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as drivers.pipeline launches (its MAX_GRID)
-SPAN_DIGITS = 4
 
 
 def _run_driver(driver, kernel, cfg: dict, n: int, seed: int) -> dict:
@@ -338,14 +337,6 @@ def _pipeline(ctx: Context) -> dict:
             "the same time on other streams.")}
     except Exception as exc:
         return {**base, **classify_cuda_error(exc, what, geo)}
-    last = reports[-1]
-    spans = [[str(lane), str(label), round(float(a), SPAN_DIGITS), round(float(b), SPAN_DIGITS)]
-             for lane, label, a, b in last.get("spans", [])]
-    note = "" if d.settled else (f"the pipeline ratio stayed within {100 * policy.PIPELINE_BAND:.0f}% of a tier "
-                                 f"boundary after {d.rounds} rounds; decided on the pooled times")
-    result = {"ratio": d.ratio, "total_ms": d.total_ms, "serial_ms": d.serial_ms, "full_at": float(pl.full_at),
-              "half_at": float(pl.half_at), "streams": streams, "chunks": chunks, "block": block,
-              "nbytes": int(pl.nbytes), "ideal_ms": last.get("ideal_ms"), "rounds": d.rounds, "settled": d.settled,
-              "reference_ratio": float(ref["ratio"]), "reference_streams": int(rcfg["streams"]),
-              "reference_chunks": int(rcfg["chunks"]), "spans": spans, "note": note}
+    result = policy.pipeline_result(d, pl, reports[-1], streams=streams, chunks=chunks, block=block,
+                                    nbytes=pl.nbytes, reference={"ratio": ref["ratio"], **rcfg})
     return {**base, "status": "ok", "pipeline": result}

@@ -54,14 +54,14 @@ def _last_value(tree: ast.Module, names: set):
     return found
 
 
-def parse_call_cell(source: str, exercise: str) -> dict:
-    """A library call's arguments, read as data by `course.calls.parse_call_cell` (never run). Raises
-    `LaunchDataError` saying what to write."""
-    from course.calls import CallDataError
-    from course.calls import parse_call_cell as parse
+def parse_call_cell(source: str, exercise: str, parser: str = "course.calls:parse_call_cell") -> dict:
+    """A call's arguments (or a schedule), read as data by ``parser`` (a `CallExercise`'s, "module:function";
+    never run). Raises `LaunchDataError` saying what to write."""
+    from .spec import import_function
+    parse = import_function(parser, "parser")
     try:
         return parse(source, exercise)
-    except CallDataError as exc:
+    except ValueError as exc:  # CallDataError, ScheduleError: the parsers' "what to write"
         raise LaunchDataError(str(exc)) from None
 
 

@@ -504,16 +504,38 @@ def _validate_call(ex: CallExercise, where) -> None:
             raise where.error("sizes", f"every case should map size names to positive ints; got {case!r}")
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2):
         raise where.error("min_cc", f"should be a (major, minor) tuple; got {ex.min_cc!r}")
+    if not (isinstance(ex.magic, str) and re.fullmatch(r"%%[a-z]+", ex.magic)):
+        raise where.error("magic", f"should be the cell magic, such as '%%cublas'; got {ex.magic!r}")
+    _validate_call_pipeline(ex, where)
     path = ex.solutions_dir / ex.solution_file
     if not path.is_file():
         raise where.error("solution_file", f"{_shown(path)} does not exist.")
     try:
-        call = parse_call_cell(path.read_text(), ex.name)
+        call = parse_call_cell(path.read_text(), ex.name, ex.parser)
     except LaunchDataError as exc:
         raise where.error("solution_file", f"{path.name}: {exc}") from None
     problem = ex.resolve("checker")(ex.name, call)
     if problem:
         raise where.error("solution_file", f"the reference call in {path.name} is refused by the checker: {problem}")
+
+
+def _validate_call_pipeline(ex: CallExercise, where) -> None:
+    """A call's ``pipeline``: None, or a `Pipeline` whose thresholds are ordered and whose driver imports."""
+    pl = ex.pipeline
+    if pl is None:
+        return
+    if not isinstance(pl, Pipeline) or not _number(pl.points) or pl.points <= 0:
+        raise where.error("pipeline", f"should be None or Pipeline(points=4, full_at=0.64, half_at=0.85, driver=...); "
+                          f"got {pl!r}")
+    if not (_number(pl.full_at) and _number(pl.half_at) and 0 < pl.full_at < pl.half_at < 1):
+        raise where.error("pipeline", f"needs 0 < full_at < half_at < 1; got full_at={pl.full_at!r}, "
+                          f"half_at={pl.half_at!r}")
+    if type(pl.nbytes) is not int or pl.nbytes < 1:
+        raise where.error("pipeline", f"nbytes should be a positive int; got {pl.nbytes!r}")
+    try:
+        pl.resolve_driver()
+    except SpecError as exc:
+        raise where.error("pipeline", str(exc)) from None
 
 
 # seeds whose hidden cases are drawn at load: a spec that cannot produce them fails check-specs, not a grading

@@ -35,7 +35,7 @@ __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "t
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
            "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "pipeline_near_boundary",
            "decide_pipeline", "PipelineDecision", "pipeline_advice", "large_flags", "correctness_points",
-           "partial_rule"]
+           "partial_rule", "pipeline_result"]
 
 TIMEOUT_MULTIPLE = 50
 MAX_ROUNDS = 4
@@ -419,3 +419,21 @@ def skipped_report(ex, device_arch: str, **extra) -> ExerciseReport:
               f"out of the total; regrade on a GPU with {need} or newer.")
     return ExerciseReport(chapter=ex.chapter, exercise=ex.name, status=Status.SKIPPED, points=0.0,
                           max_points=ex.max_points, counted_max_points=0.0, reason=reason, **extra)
+
+
+SPAN_DIGITS = 4   # milliseconds to 0.1 us: the timeline's spans, small in the report
+
+
+def pipeline_result(d, pl, last: dict, *, streams: int, chunks: int, block: int, nbytes: int, reference: dict) -> dict:
+    """The report's "pipeline" entry from decide_pipeline's decision `d`, the spec's Pipeline `pl`, the driver's
+    last report and the reference run's ratio, streams and chunks (one form for kernel and schedule pipelines)."""
+    spans = [[str(lane), str(label), round(float(a), SPAN_DIGITS), round(float(b), SPAN_DIGITS)]
+             for lane, label, a, b in last.get("spans", [])]
+    note = "" if d.settled else (f"the pipeline ratio stayed within {100 * PIPELINE_BAND:.0f}% of a tier "
+                                 f"boundary after {d.rounds} rounds; decided on the pooled times")
+    return {"ratio": d.ratio, "total_ms": d.total_ms, "serial_ms": d.serial_ms, "full_at": float(pl.full_at),
+            "half_at": float(pl.half_at), "streams": int(streams), "chunks": int(chunks), "block": int(block),
+            "nbytes": int(nbytes), "ideal_ms": last.get("ideal_ms"), "rounds": d.rounds, "settled": d.settled,
+            "reference_ratio": float(reference["ratio"]), "reference_streams": int(reference["streams"]),
+            "reference_chunks": int(reference["chunks"]), "spans": spans, "note": note}
+

@@ -222,7 +222,7 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     t0 = time.monotonic()
     extra = {"submission": submission, "spec_version": spec_version(chapter)}  # every report below gets it
     if isinstance(ex, CallExercise):
-        return _grade_call(ex, source, session, extra, t0)
+        return _grade_call(ex, source, session, extra, t0, speed)
     seed = session.new_seed()
     cases = list(ex.sizes) + draw_cases(ex, seed)
     cfg, problem = _prepare(ex, source, launch, cases, first_line)
@@ -268,11 +268,13 @@ def _no_verdict(ex, outcome, session: Session, extra: dict) -> ExerciseReport | 
     return None
 
 
-def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: dict, t0: float) -> ExerciseReport:
+def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: dict, t0: float,
+                speed: bool = True) -> ExerciseReport:
     """A library-call exercise: the call cell read as data and checked here, then each size case made
-    by the grader's driver in a child (a wrong call that faults the GPU costs that case only)."""
+    by the grader's driver in a child (a wrong call that faults the GPU costs that case only), then the
+    pipeline's overlap when the exercise has one."""
     try:
-        call = parse_call_cell(source or "", ex.name)
+        call = parse_call_cell(source or "", ex.name, ex.parser)
         problem = ex.resolve("checker")(ex.name, call)
     except LaunchDataError as exc:
         problem = str(exc)
@@ -285,12 +287,22 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
     seed = session.new_seed()
     cases = list(ex.sizes) + draw_cases(ex, seed)
     steps = [f"size:{i}" for i in range(len(cases))]
+    timed = {}
+    if ex.pipeline is not None and speed:  # the reference's pipeline runs first, as a kernel's does
+        steps.append("pipeline")
+        timed["reference_call"] = parse_call_cell(reference_source(ex), ex.name, ex.parser)
     with _private_dir() as private:
-        results, outcome, _ = _run(ex, private, steps, call=call, seed=seed, cases=cases)
+        results, outcome, _ = _run(ex, private, steps, call=call, seed=seed, cases=cases,
+                                   gpu_lock=session.gpu_lock(), **timed)  # cuBLAS's work shares the GPU too
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
-    report = policy.score(ex, _size_results(steps, results, cases, len(ex.sizes)), **extra)
+    pipeline, failure = None, None
+    if "pipeline" in steps:
+        data, failure = _step_failure(results, steps, "pipeline")
+        pipeline = PipelineResult(**data["pipeline"]) if data else None
+    report = policy.score(ex, _size_results(steps, results, cases, len(ex.sizes)), pipeline=pipeline,
+                          pipeline_failure=failure, speed_graded=speed, **extra)
     report.duration_s = time.monotonic() - t0
     return report
 

@@ -465,7 +465,13 @@ class CallExercise:
     ``checker`` ("module:function", ``(name, call) -> ''`` or what is wrong) runs in the parent with no
     GPU; ``driver`` (``(name, call, sizes, seed) -> {"status": "passed" | "failed", "message": str}``)
     runs each size case in a grading child on fresh inputs. The reference call is the ``CALL`` of
-    ``solutions/<chapter>/<solution_file>``. Correctness points only: the library does the work.
+    ``solutions/<chapter>/<solution_file>``. Correctness points, and overlap points when a ``pipeline`` is
+    given: the work is the library's (or the grader's own kernels'), so there is no speed to grade.
+
+    ``parser`` ("module:function", ``(source, name) -> dict``, raising ValueError with what to write) reads
+    the cell; ``magic`` is the cell's first word (``%%cublas`` for chapter 10's calls, ``%%streams`` for
+    chapter 03's schedule). With a ``pipeline``, its ``driver`` (``(name, call, *, seed, nbytes) -> dict`` with
+    the keys of `course.streams.pipeline_report`) is timed once the cases pass, as a kernel's pipeline.
     """
 
     name: str
@@ -478,8 +484,10 @@ class CallExercise:
     description: str = ""
     min_cc: tuple = (7, 0)
     timeout_s: float = 60.0
-    pipeline: None = None   # the report and the policy ask every exercise for one
+    pipeline: Pipeline | None = None
     partial: None = None    # all-or-nothing: no call case is larger than L2, so there is no group to drop
+    parser: str = "course.calls:parse_call_cell"
+    magic: str = "%%cublas"
     # hidden sizes, as for `Exercise`; ``case_bytes(sizes)`` is what a case's buffers take (for the cap)
     hidden_sizes: int = 3
     tile: dict = dataclasses.field(default_factory=dict)
@@ -490,7 +498,7 @@ class CallExercise:
 
     @property
     def max_points(self) -> float:
-        return self.points.total
+        return self.points.total + (float(self.pipeline.points) if self.pipeline is not None else 0.0)
 
     @property
     def size_names(self) -> list:

@@ -74,7 +74,7 @@ def _g(x) -> str:
 
 def points_phrase(ex) -> str:
     """The heading's parenthesis: ``10 points: 6 for correctness, 4 for speed``."""
-    if isinstance(ex, CallExercise):
+    if isinstance(ex, CallExercise) and ex.pipeline is None:
         return f"{_g(ex.max_points)} points"
     parts = [f"{_g(ex.points.correctness)} for correctness"]
     if ex.points.speed:
@@ -131,7 +131,7 @@ def solution_file(ex) -> Path:
 def solution_cell_source(ex) -> str:
     """What the exercise's solution cell must hold: the magic line, then the reference file without its
     trailing newlines (a cell has none)."""
-    magic = f"%%cublas --name {ex.name}" if isinstance(ex, CallExercise) else f"%%cuda --name {ex.name} --no-run"
+    magic = f"{ex.magic} --name {ex.name}" if isinstance(ex, CallExercise) else f"%%cuda --name {ex.name} --no-run"
     return magic + "\n" + solution_file(ex).read_text(encoding="utf-8").rstrip("\n")
 
 

@@ -216,12 +216,23 @@ def _run(chan: Channel, task: dict) -> None:
         chan.send(kind="skipped", arch=info["arch"])
         return
     harness.limit_printf()
+    from .cuda_errors import share_gpu
+    from .gpulock import GpuLock
+    share_gpu(bool(task.get("gpu_lock")))  # who is charged for running out of memory (cuda_errors.py)
+    lock = GpuLock(task.get("gpu_lock"))  # opened before the file system closes
     if "call" in task:
         # CPU tests' fake harness supplies a driver without a GPU; the real one uses the spec's
         make = getattr(harness, "call_driver", None)
         driver = make(ex) if make else ex.resolve("driver")
+        if "pipeline" in task["steps"]:  # an overlap step (chapter 03's schedule): its driver, imported now
+            make = getattr(harness, "call_pipeline_driver", None)
+            task["_pipeline_driver"] = make(ex) if make else ex.pipeline.resolve_driver()
+        for fn in (driver, task.get("_pipeline_driver")):  # a driver compiling its own kernels does it now
+            warm = getattr(sys.modules.get(getattr(fn, "__module__", "")), "before_confinement", None)
+            if warm is not None:
+                warm()
         _confine(task, compile_phase=False)
-        _run_call(chan, task, ex, driver)
+        _run_call(chan, task, ex, driver, lock)
         return
 
     def arm(timeout: float, what: str) -> None:
@@ -229,8 +240,7 @@ def _run(chan: Channel, task: dict) -> None:
 
     ctx = harness.Context(ex, task["programs"], task["launch"], int(task["seed"]), info, arm,
                           cases=task.get("cases"), reference_launch=task.get("reference_launch"))
-    from .gpulock import GpuLock
-    ctx.gpu_lock = GpuLock(task.get("gpu_lock"))  # opened before the file system closes
+    ctx.gpu_lock = lock
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
     _confine(task, compile_phase=False)
@@ -266,19 +276,38 @@ def _run(chan: Channel, task: dict) -> None:
             return
 
 
-def _run_call(chan: Channel, task: dict, ex, driver) -> None:
-    """Steps "size:i" of a library-call exercise: the grader's driver makes the student's call."""
+def _run_call(chan: Channel, task: dict, ex, driver, lock) -> None:
+    """Steps "size:i" of a library-call exercise: the grader's driver makes the student's call.
+
+    Each case's GPU work (inputs, the call, the checks) holds the GPU lock shared, as a kernel's
+    correctness step does: it overlaps other gradings' untimed work, never another grading's timed pass.
+    """
+    import types
+    from .cuda_errors import call_out_of_memory, is_out_of_memory
+    from .device import gpu_sections
+    shared, alone = gpu_sections(types.SimpleNamespace(gpu_lock=lock))  # alone: the timed pipeline step
     steps = task["steps"]
+    failed = bool(task.get("failed_before"))
     for i in range(int(task.get("start", 0)), len(steps)):
         task["_current"] = i
         # the driver's work is the grader's and the library's: no student code runs, one deadline a case
         chan.send(kind="begin", step=i, timeout=max(float(ex.timeout_s), SETUP_TIMEOUT_S))
+        if steps[i] == "pipeline":
+            from .call_pipeline import call_pipeline_step
+            data = {"status": "not run", "message": "correctness failed"} if failed else call_pipeline_step(
+                ex, task["_pipeline_driver"], task["call"], task["reference_call"], int(task["seed"]), alone)
+            chan.send(kind="result", step=i, data=data, fatal=False)
+            continue
         case = (task.get("cases") or ex.sizes)[int(steps[i].split(":", 1)[1])]
         try:
-            data = driver(ex.name, task["call"], dict(case), int(task["seed"]) + i)
+            with shared():
+                data = driver(ex.name, task["call"], dict(case), int(task["seed"]) + i)
         except Exception as exc:  # a CUDA error from cuBLAS: report it, and leave this context
-            chan.send(kind="result", step=i, fatal=True, data={"status": "crashed", "message": (
-                f"the call failed on the GPU ({type(exc).__name__}: {exc}). Check every size and leading "
-                "dimension against the buffers they describe.")})
+            text = f"{type(exc).__name__}: {exc}"
+            chan.send(kind="result", step=i, fatal=True, data=call_out_of_memory(text, ex.size_label(case))
+                      if is_out_of_memory(text) else {"status": "crashed", "message": (
+                          f"the call failed on the GPU ({text}). Check every size and leading dimension "
+                          "against the buffers they describe.")})
             return
+        failed = failed or data.get("status") != "passed"
         chan.send(kind="result", step=i, data=dict(data), fatal=False)

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import autograder
 
+from . import _record
+from ._record import device as _device
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "autograder" / "corpus"
 # share of each kind of submission in a class (per exercise); the corpus files named here must exist
@@ -37,7 +40,11 @@ KINDS = {  # corpus file stems by kind; "right" is the reference solution, "stub
         "rgb_to_gray": {"slow": ["block_16x16"], "wrong": ["no_bounds_check", "swapped_xy", "float_formula"],
                         "crash": ["no_bounds_check"], "hang": []},
     },
-    "07_staged_gemm": {"sgemm_tiled": {"wrong": ["replay_naive"]}, "sgemm_regtile": {}},
+    "07_staged_gemm": {
+        "sgemm_tiled": {"slow": ["coalesced_naive"], "wrong": ["replay_naive", "transposed_b_tile"],
+                        "crash": ["illegal_address"], "hang": ["infinite_loop"]},
+        "sgemm_regtile": {"slow": ["global_only"]},
+    },
 }
 
 
@@ -157,18 +164,6 @@ def run(chapter: str, students: int, repeats: int, per_gpu: int | None, known: d
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _device() -> dict:
-    import pynvml
-    pynvml.nvmlInit()
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(h)
-        return {"name": name.decode() if isinstance(name, bytes) else name,
-                "count": pynvml.nvmlDeviceGetCount(), "driver": str(pynvml.nvmlSystemGetDriverVersion())}
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def to_markdown(result: dict) -> str:
     d = result["device"]
     lines = [f"# Class-scale grading on {d['name']} x{d['count']}", "",
@@ -210,7 +205,7 @@ def main(argv=None) -> int:
     device = _device()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", device["name"].lower()).strip("-")
+    slug = _record.slug(device["name"])
     path = out / f"class-batch-{slug}.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     before = {c["chapter"]: c for c in old.get("chapters", [])

@@ -1,5 +1,6 @@
 """IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%gpu` runs a Python cell only with a GPU,
-`%%cublas --name EXERCISE` checks (and with a GPU, runs) a cuBLAS call written as data (chapter 10)."""
+`%%cublas --name EXERCISE` checks (and with a GPU, runs) a cuBLAS call written as data (chapter 10), `%%streams
+--name EXERCISE` checks a stream schedule written as data (chapter 03) and the order it gives, without a GPU."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,8 @@ import shlex
 from ._errors import CompileError
 from ._sources import CELL_FIRST_LINE, cell_sources
 
-__all__ = ["cell_sources", "CELL_FIRST_LINE", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell"]
+__all__ = ["cell_sources", "CELL_FIRST_LINE", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell",
+           "streams_cell"]
 
 _parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
 _parser.add_argument("--arch", default=None)
@@ -123,6 +125,36 @@ def cublas_cell(line: str, cell: str) -> bool:
     return False
 
 
+def streams_cell(line: str, cell: str) -> bool:
+    """Read the schedule in ``cell`` as data, check it and its order (no GPU needed: `course.schedule`), and
+    print the verdict and how the host issues the first two chunks; returns whether it is well formed and
+    orders every read after its write. The grader runs it on the GPU (`autograder.preview`)."""
+    from . import schedule as sched
+    try:
+        args = shlex.split(line)
+        name = args[args.index("--name") + 1]
+    except (ValueError, IndexError):
+        raise _usage_error("%%streams takes --name EXERCISE (two_stage)") from None
+    cell_sources[name] = cell
+    try:
+        plan = sched.parse_schedule_cell(cell, name)
+    except sched.ScheduleError as exc:
+        print(f"{name}: {exc}")
+        return False
+    problem = sched.check_schedule(plan)
+    if problem:
+        print(f"{name}: {problem}")
+        return False
+    missing = sched.missing_dependencies(plan, plan["chunks"])
+    for m in missing:
+        print(f"{name}: {sched.dependency_message(m)}")
+    if not missing:
+        print(f"{name}: well formed, and every read is ordered after its write (checked without a GPU). "
+              "autograder.preview runs it on the GPU and measures the overlap.")
+    print("The host issues, for the first two chunks:\n" + sched.issue_order(plan, min(2, plan["chunks"])))
+    return not missing
+
+
 def load_ipython_extension(ipython) -> None:
     from IPython.core.magic import register_cell_magic
 
@@ -137,3 +169,7 @@ def load_ipython_extension(ipython) -> None:
     @register_cell_magic("cublas")
     def _cublas(line, cell):
         cublas_cell(line, cell)
+
+    @register_cell_magic("streams")
+    def _streams(line, cell):
+        streams_cell(line, cell)

@@ -5,10 +5,12 @@ a cell's compile errors as the cell does) read it, and the magics import the com
 """
 from __future__ import annotations
 
-__all__ = ["cell_sources", "CELL_FIRST_LINE", "first_line_of"]
+import ast
+
+__all__ = ["cell_sources", "CELL_FIRST_LINE", "first_line_of", "cell_literal"]
 
 cell_sources: dict = {}
-"""Sources of `%%cuda` and `%%cublas` cells by --name (or first kernel name); the grader reads exercises
+"""Sources of `%%cuda`, `%%cublas` and `%%streams` cells by --name (or first kernel name); the grader reads exercises
 from here."""
 
 CELL_FIRST_LINE = 2
@@ -20,3 +22,35 @@ grader's previews, so that they name the lines the student sees."""
 def first_line_of(source: str) -> int:
     """`CELL_FIRST_LINE` for the body of a cell magic run in this session, else 1 (text of no cell)."""
     return CELL_FIRST_LINE if any(source == s for s in cell_sources.values()) else 1
+
+
+def cell_literal(source: str, exercise: str, *, what: str, names: set, example: str, fill: str, error: type):
+    """The literal a data cell (``%%cublas``, ``%%streams``) holds, read with ast and never run: its last bare
+    expression or its last assignment to one of ``names``. Raises ``error`` saying what to write: the cell
+    still has its stub line (``fill`` says with what to replace it), is not Python, holds nothing, or holds
+    something other than literals. ``what`` names the thing in messages ("call", "schedule")."""
+    lines = (source or "").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    body = "\n".join(lines[1:] if lines and lines[0].lstrip().startswith("%%") else lines)
+    if "YOUR CODE HERE" in body:
+        raise error(f"the {exercise} {what} is not filled in yet: replace the `// YOUR CODE HERE` line with {fill}.")
+    try:
+        tree = ast.parse(body)
+    except SyntaxError as exc:
+        raise error(f"the {exercise} {what} is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
+                    f"write a dict such as {example}") from None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Expr):
+            found = node.value
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in names):
+            found = node.value
+    if found is None:
+        raise error(f"no {what} found for {exercise}: its cell should hold a dict such as {example}.")
+    try:
+        return ast.literal_eval(found)
+    except ValueError:
+        raise error(f"the {exercise} {what} must be a literal dict (the grader reads it as data and runs none of "
+                    "it): no variables, calls or arithmetic.") from None

@@ -176,7 +176,7 @@ def _held(factory):
 
 def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 100,
                 rel_noise: float = 0.02, budget_s: float = 2.0, flush_l2: bool = True, stream=None,
-                on_sample=None, around_sample=None, around_pass=None, _backend=None) -> dict:
+                on_sample=None, around_pass=None, _backend=None) -> dict:
     """Time several callables round-robin so clock drift and thermal changes hit all alike.
 
     Parameters
@@ -186,13 +186,11 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
     on_sample : callable, optional
         ``on_sample(name, index)`` runs after each timed sample, outside the timed region (the grader
         checks the outputs of timed runs here).
-    around_sample : callable, optional
-        Returns a context manager held around each sample (flush, events, the call, the wait for the end
-        event) and nothing else. The batch grader passes its GPU lock: other processes' kernels run
-        between samples but never during one.
     around_pass : callable, optional
-        Like ``around_sample``, held around one round-robin pass instead: a sample of each callable
-        still running, each followed by its ``on_sample``.
+        Returns a context manager held around each round-robin pass (a sample of each callable still
+        running, each followed by its ``on_sample``) and nothing else. The grader passes its GPU lock:
+        other processes' kernels run between passes but never during one. Only the time inside the holds
+        counts against ``budget_s``: waiting for the lock is not measuring.
 
     Returns
     -------
@@ -214,20 +212,20 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
             for f in fns.values():
                 f()
         backend.sync()
-        t0 = backend.now()
+        elapsed = 0.0
         while not all(stopped.values()):
             with _held(around_pass):
+                t0 = backend.now()  # after the hold is granted: a wait for the GPU spends no budget
                 for name, f in fns.items():
                     if stopped[name]:
                         continue
-                    with _held(around_sample):
-                        backend.flush()
-                        backend.start()
-                        f()
-                        samples[name].append(backend.stop())
+                    backend.flush()
+                    backend.start()
+                    f()
+                    samples[name].append(backend.stop())
                     if on_sample is not None:
                         on_sample(name, len(samples[name]) - 1)
-            elapsed = backend.now() - t0
+                elapsed += backend.now() - t0
             for name in fns:
                 if not stopped[name]:
                     stopped[name] = should_stop(samples[name], elapsed, min_samples=min_samples,

@@ -21,10 +21,11 @@ elements apart, ``ld`` >= the row length):
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 
 import numpy as np
+
+from ._sources import cell_literal
 
 __all__ = ["PROBLEMS", "TRY_SIZES", "FIELDS", "CallDataError", "parse_call_cell", "check_call", "resolve_call",
            "sgemm_call", "run_case", "make_case"]
@@ -78,42 +79,13 @@ class CallDataError(ValueError):
     """A call cell that is not a literal dict of the call's arguments; the message says what to write."""
 
 
-def _last_value(tree: ast.Module, names: set):
-    found = None
-    for node in tree.body:
-        if isinstance(node, ast.Expr):
-            found = node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in names:
-            found = node.value
-    return found
-
-
 def parse_call_cell(source: str, exercise: str) -> dict:
     """A call's arguments, read with ast (never run) from a ``%%cublas --name EXERCISE`` cell: a literal dict
     of str keys and str or int values, bare or assigned to ``CALL``. Raises `CallDataError` saying what to
     write."""
-    lines = (source or "").split("\n")
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    body = "\n".join(lines[1:] if lines and lines[0].lstrip().startswith("%%") else lines)
     example = '{"transa": "N", "transb": "N", "m": "n", ...}'
-    if "YOUR CODE HERE" in body:
-        raise CallDataError(f"the {exercise} call is not filled in yet: replace the `// YOUR CODE HERE` line "
-                            "with the remaining arguments.")
-    try:
-        tree = ast.parse(body)
-    except SyntaxError as exc:
-        raise CallDataError(f"the {exercise} call is not a valid Python literal (line {exc.lineno}: {exc.msg}); "
-                            f"write a dict such as {example}") from None
-    found = _last_value(tree, {"CALL", f"{exercise.upper()}_CALL"})
-    if found is None:
-        raise CallDataError(f"no call found for {exercise}: its cell should hold a dict such as {example}.")
-    try:
-        call = ast.literal_eval(found)
-    except ValueError:
-        raise CallDataError(f"the {exercise} call must be a literal dict of strings and ints (the grader reads "
-                            "it as data and runs none of it): no variables, calls or arithmetic.") from None
+    call = cell_literal(source, exercise, what="call", names={"CALL", f"{exercise.upper()}_CALL"},
+                        example=example, fill="the remaining arguments", error=CallDataError)
     if not isinstance(call, dict) or not all(isinstance(k, str) and (isinstance(v, str) or type(v) is int)
                                              for k, v in call.items()):
         raise CallDataError((f"the {exercise} call should be a dict of strings and ints, such as {example}; "

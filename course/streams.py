@@ -19,7 +19,8 @@ from ._check import check
 from ._timing import benchmark
 
 __all__ = [
-    "PIPELINE_N", "chunk_bounds", "ideal_pipeline_ms", "serial_pipeline_ms", "union_ms", "by_engine",
+    "PIPELINE_N", "chunk_bounds", "ideal_pipeline_ms", "serial_pipeline_ms", "pipeline_schedule", "union_ms",
+    "by_engine",
     "overlap_summary", "Timeline", "PipelineBuffers", "run_pipeline", "stage_times", "offset_process",
     "pipeline_report",
 ]
@@ -62,6 +63,30 @@ def ideal_pipeline_ms(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: 
 def serial_pipeline_ms(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: int) -> float:
     """The time with no overlap at all: every stage of every chunk one after another."""
     return n_chunks * (h2d_ms + kernel_ms + d2h_ms)
+
+
+def pipeline_schedule(h2d_ms: float, kernel_ms: float, d2h_ms: float, n_chunks: int, n_streams: int) -> list:
+    """Spans of a modeled pipeline run: the timeline drawn from stage times where none was recorded.
+
+    Chunk c goes to stream c % n_streams and is issued H2D, kernel, D2H, as `run_pipeline` issues it. Each
+    stage waits for the previous work of its stream, and each engine (H2D copies, the SMs, D2H copies)
+    takes its work one piece at a time in issue order. The stage times are per chunk and fixed: the model
+    knows nothing of a link that slows when both directions run, of launch costs, or of kernels sharing SMs.
+    """
+    if n_chunks < 1 or n_streams < 1:
+        raise ValueError(f"`n_chunks` and `n_streams` should be at least 1; got {n_chunks} and {n_streams}")
+    engine_free = {"H2D": 0.0, "kernel": 0.0, "D2H": 0.0}
+    stream_free = [0.0] * n_streams
+    spans = []
+    for c in range(n_chunks):
+        k = c % n_streams
+        t = stream_free[k]
+        for label, ms in (("H2D", h2d_ms), ("kernel", kernel_ms), ("D2H", d2h_ms)):
+            start = max(t, engine_free[label])
+            t = engine_free[label] = start + ms
+            spans.append((f"stream {k}", label, start, t))
+        stream_free[k] = t
+    return spans
 
 
 def union_ms(intervals) -> float:

@@ -6,4 +6,7 @@ no GPU. Drivers use only `course`'s public API, and nothing in `course` imports 
   in a pinned-memory stream pipeline (chapter 03); output checked, overlap measured.
 - `drivers.cublas_calls.grade_case(problem, call, sizes, seed)`: a student's cuBLAS call, written as data,
   made once on fresh padded inputs with a poisoned output (chapter 10); returns a verdict dict.
+- `drivers.two_stage.grade_case(name, schedule, sizes, seed)` and `pipeline_report(name, schedule, *, seed,
+  nbytes)`: a student's stream schedule, written as data, run with the grader's kernels (chapter 03); the order
+  checked deterministically, the overlap measured.
 """

@@ -75,7 +75,7 @@ def test_released_stub_compiles(stem):
 
 @pytest.mark.parametrize("stem", [s for s in CHAPTERS if (REPO / "solutions" / s).glob("*.py")])
 def test_released_call_stub_reads_as_unfinished(stem):
-    """Does each %%cublas solution cell have a region, and does the released stub read as 'not filled in'
+    """Does each data cell (%%cublas, %%streams) have a region, and does the released stub read as 'not filled in'
     (zero points with a message) while the solution reads as a call the checker accepts?"""
     import_course()
     import autograder
@@ -85,6 +85,6 @@ def test_released_call_stub_reads_as_unfinished(stem):
             continue
         body = kernel_cells(stem, "call")[ex.name]["source"].partition("\n")[2]
         assert "BEGIN SOLUTION" in body and "END SOLUTION" in body, f"{ex.name}: no solution region"
-        assert ex.resolve("checker")(ex.name, parse_call_cell(body, ex.name)) == ""
+        assert ex.resolve("checker")(ex.name, parse_call_cell(body, ex.name, ex.parser)) == ""
         with pytest.raises(LaunchDataError, match="not filled in"):
-            parse_call_cell(release(body), ex.name)
+            parse_call_cell(release(body), ex.name, ex.parser)

@@ -9,10 +9,19 @@ Overlap: the student's LAUNCH also names "streams" and "chunks". The grader-owne
 host buffers) runs the student's kernel over 256 MiB each way, checks the whole output against NumPy, and
 divides the pipeline's time by the same work without overlap (H2D + kernel + D2H of the whole array, each
 timed alone). The reference kernel goes through the same driver with its own LAUNCH (4 streams, 16 chunks).
+
+``two_stage`` (a `CallExercise`: data only, nothing of the student's runs): the student writes a stream schedule
+in a `%%streams --name two_stage` cell (course.schedule: the number of streams and chunks, each stage's stream,
+which events are recorded after which stage and waited for before which stage). The grader-owned driver
+(drivers.two_stage) runs its own kernels per chunk: h2d, produce (tmp from the chunk), consume (out[i] from
+tmp[i] and tmp[i - 1], so a chunk's first value reads the previous chunk's last tmp), d2h. Correctness: the
+order is checked deterministically (course.schedule.missing_dependencies over stream order and event waits),
+and each case runs with the producer of the first unordered read held back 50 ms, so the race shows in the
+output; an ordered schedule's output must be right. Overlap as process_chunk's, through the same thresholds.
 """
 import numpy as np
 
-from autograder import LARGER_THAN_L2, Exercise, In, Out, Pipeline, Points, Scalar, cdiv
+from autograder import LARGER_THAN_L2, CallExercise, Exercise, In, Out, Pipeline, Points, Scalar, cdiv
 
 MAX_GRID = 1024
 
@@ -33,6 +42,21 @@ MAX_GRID = 1024
 # above), far outside the 3% re-measuring band (autograder.policy.PIPELINE_BAND) on both sides.
 # One stream, or one chunk, gets no pipeline points: nothing overlaps.
 FULL_AT, HALF_AT = 0.64, 0.85
+
+# two_stage's overlap, on the same link: the copies are the same 256 MiB each way (h = d = ~4.9 ms) and the two
+# kernels together cost what process_chunk's does twice over (~0.35 ms, 3% of the ~10.2 ms un-overlapped time),
+# so the bound is the same (C + 1) / 2C when the kernels are cheap: ~0.53 for 16 chunks. Every overlapping
+# schedule needs an event here: the previous chunk's produce must come before consume, so chunks on different
+# streams must wait for it; all on one stream is right and overlaps nothing (1.0).
+# Measured on the H100 (tests/autograder/test_two_stage_gpu.py, 2026-11-25): the reference (2 streams, 16 chunks,
+# one event) 0.62 and 0.61, above process_chunk's 16-chunk pipelines (0.58-0.60) because consume of chunk c
+# waits for produce of chunk c - 1 on the other stream; all on one stream 1.04. process_chunk's full_at (0.64)
+# would leave the reference 3% of headroom, inside the re-measuring band (autograder.policy.PIPELINE_BAND), so
+# two_stage's tiers are its own: full at 0.70 (the reference 12% below it; a pipeline of 4 or more chunks with
+# both copy directions busy), half at 0.88 (any real overlap, e.g. 2 chunks on 2 streams, ~0.77; one stream
+# 15% above it gets none).
+TWO_STAGE_FULL_AT, TWO_STAGE_HALF_AT = 0.70, 0.88
+TWO_STAGE_NBYTES = 256 << 20
 
 
 def _offset(n):
@@ -75,5 +99,26 @@ EXERCISES = [
         tile={"n": 256},
         pipeline=Pipeline(points=4, full_at=FULL_AT, half_at=HALF_AT, max_streams=16, max_chunks=256,
                           nbytes=256 << 20, driver="drivers.pipeline:pipeline_report"),
+    ),
+    CallExercise(
+        name="two_stage",
+        checker="drivers.two_stage:check_schedule",
+        driver="drivers.two_stage:grade_case",
+        parser="course.schedule:parse_schedule_cell",
+        magic="%%streams",
+        solution_file="two_stage.py",
+        description=("a stream schedule for h2d, produce, consume (reads the previous chunk's last tmp value) "
+                     "and d2h per chunk: streams, chunks, each stage's stream, events recorded and waited for."),
+        # cases: one chunk (n = 1: nothing crosses chunks), a prime, and a size whose chunks are a few MB,
+        # each run with the producer of the first unordered read held back (drivers.two_stage.STALL_NS);
+        # hidden ones around 1024 (chunks of uneven length, a last chunk shorter than the rest); the driver
+        # holds d_in, tmp and out on the device and pinned input and output: 20 bytes an element
+        sizes=[{"n": 1}, {"n": 4099}, {"n": 1_000_003}],
+        tile={"n": 1024},
+        case_bytes=lambda s: 20 * s["n"],
+        points=Points(correctness=4),
+        # the streams and chunks the schedule may ask for are the checker's (drivers.two_stage.LIMITS)
+        pipeline=Pipeline(points=4, full_at=TWO_STAGE_FULL_AT, half_at=TWO_STAGE_HALF_AT, nbytes=TWO_STAGE_NBYTES,
+                          driver="drivers.two_stage:pipeline_report"),
     ),
 ]

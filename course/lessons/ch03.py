@@ -8,16 +8,19 @@ compiles it on its first call, so it can be built on a machine without a GPU.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
 
 from course import check, device_info, sm_clock_mhz
-from course.streams import PIPELINE_N, PipelineBuffers, Timeline, run_pipeline
+from course.plots import timeline
+from course.results import recorded_rows
+from course.streams import PIPELINE_N, PipelineBuffers, Timeline, pipeline_schedule, run_pipeline
 
 __all__ = [
     "spin_cycles", "default_stream_demo", "dependency_demo", "graph_vs_stream", "chunk_process",
-    "pipeline_runner", "check_work", "work_reference",
+    "pipeline_runner", "check_work", "work_reference", "recorded_pipeline", "plot_recorded_pipeline",
 ]
 
 
@@ -187,3 +190,37 @@ def check_work(bufs: PipelineBuffers, rounds: int, *, sample: int = 4096, seed: 
     # float32 rounding of each step is damped by the 0.999 factor: errors stay near 1e-7 * 1000
     return check(bufs.h_out[idx], work_reference(bufs.h_in[idx], rounds).astype(np.float32),
                  rtol=1e-3, atol=1e-4, name="pipeline output (sampled)")
+
+
+# --- the recorded pipeline, drawn without a GPU ----------------------------------------------------
+
+def recorded_pipeline() -> dict | None:
+    """The benchmark suite's pipeline run (benchmarks/results): chunks, streams, stage times per chunk
+    (ms, from the row's note), its total and the one-stream total; None where nothing is recorded."""
+    rows, gpu, _ = recorded_rows("03_streams")
+    ref = next((r for r in rows if r["name"].startswith("reference pipeline")), None)
+    one = next((r for r in rows if r["name"] == "same pipeline on one stream"), None)
+    m = ref and re.search(r"(\d+) chunks on (\d+) streams", ref["name"])
+    if not (m and one):
+        return None
+    stages = {k: float(v) for k, v in re.findall(r"(H2D|kernel|D2H) ([\d.]+)", ref["note"])}
+    return {"gpu": gpu, "chunks": int(m.group(1)), "streams": int(m.group(2)), "stages": stages,
+            "total_ms": ref["value"], "one_stream_ms": one["value"]}
+
+
+def plot_recorded_pipeline():
+    """Timelines of the recorded pipeline on one stream and on its streams, modeled from the recorded stage
+    times (`course.streams.pipeline_schedule`), each titled with the model's total and the recorded one."""
+    import matplotlib.pyplot as plt
+    rec = recorded_pipeline()
+    if rec is None:
+        print("No recorded pipeline of 03_streams yet; `python -m benchmarks --only 03_streams` on a GPU records it.")
+        return None
+    st = rec["stages"]
+    fig, axes = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True)
+    for ax, streams, recorded in ((axes[0], 1, rec["one_stream_ms"]), (axes[1], rec["streams"], rec["total_ms"])):
+        spans = pipeline_schedule(st["H2D"], st["kernel"], st["D2H"], rec["chunks"], streams)
+        timeline(spans, ax=ax, title=f"{rec['chunks']} chunks, {streams} stream(s): modeled {spans[-1][3]:.2f} ms, "
+                                     f"recorded {recorded:.2f} ms on {rec['gpu']}")
+    fig.tight_layout()
+    return axes

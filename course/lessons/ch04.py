@@ -7,6 +7,8 @@ allowed to read the counters. The kernels themselves live in the notebook's ``%%
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from .. import benchmark, gpu_available, lesson_cell, no_gpu_message, print_table
 from ..access import LINE, SECTOR, WARP, Pattern, WarpAccess, warp_access
 from ..ncu import NcuResult, run_ncu
@@ -14,7 +16,7 @@ from ..ncu import NcuResult, run_ncu
 __all__ = [
     "plot_warp_access", "plot_patterns", "PATTERNS", "prediction_table", "STRIDES", "OFFSETS",
     "strided_runner", "stride_offset_sweep", "plot_stride_curve", "probe_source", "ncu_sectors_per_request",
-    "compare_with_ncu",
+    "compare_with_ncu", "padded_ld", "row_store_table",
 ]
 
 CHAPTER = "04_coalescing"
@@ -124,6 +126,28 @@ def plot_patterns(patterns=None, ncols: int = 1):
         ax.axis("off")
     fig.tight_layout()
     return fig
+
+
+def padded_ld(cols: int, elem_bytes: int = 4, align: int = SECTOR) -> int:
+    """The leading dimension (elements between row starts) that rounds a row up to ``align`` bytes."""
+    per = align // elem_bytes
+    return -(-cols // per) * per
+
+
+def row_store_table(cols: int, elem_bytes: int = 4, rows: int = 32) -> list:
+    """A warp storing 32 consecutive elements at the start of each of ``rows`` rows (a transpose's output
+    tile), with rows ``cols`` long, padded to 32 and to 128 bytes: sectors and partly written sectors per store.
+    A partly written sector must be completed by another warp, often of another block, before L2 holds it whole."""
+    out = []
+    for label, ld in (("as given", cols), ("padded to 32 B", padded_ld(cols, elem_bytes)),
+                      ("padded to 128 B", padded_ld(cols, elem_bytes, LINE))):
+        accs = [warp_access(lambda i: i, elem_bytes, base=r * ld * elem_bytes) for r in range(rows)]
+        partial = [sum(n * elem_bytes < SECTOR for n in Counter((a.addresses // SECTOR).tolist()).values())
+                   for a in accs]
+        out.append({"rows": label, "leading dimension": ld, "row bytes": ld * elem_bytes,
+                    "sectors/store": sum(a.sectors_per_request for a in accs) / rows,
+                    "partial sectors/store": sum(partial) / rows})
+    return out
 
 
 # --- the stride/offset sweep of the lesson's scale_strided cell ----------------------------------

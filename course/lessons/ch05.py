@@ -8,6 +8,8 @@ themselves live in the notebook's ``%%cuda`` cells.
 """
 from __future__ import annotations
 
+import re
+
 from .. import benchmark, check, device_info, gpu_available, lesson_cell, no_gpu_message, print_table, sm_clock_mhz
 from ..access import BANKS, BankAccess, Pattern, bank_access
 from ..ncu import NcuResult, run_ncu
@@ -15,7 +17,8 @@ from ..ncu import NcuResult, run_ncu
 __all__ = [
     "plot_banks", "BANK_PATTERNS", "bank_table", "SMEM_STRIDES", "SMEM_WIDTHS", "smem_runner",
     "smem_stride_sweep", "plot_smem_curve", "TRANSPOSE_ABOUT", "transpose_launch", "transpose_table",
-    "ncu_bank_conflicts", "predicted_transpose_conflicts", "conflict_bound_gbps", "H100_SXM",
+    "ncu_bank_conflicts", "predicted_transpose_conflicts", "conflict_bound_gbps", "H100_SXM", "smem_peak_gbps",
+    "smem_sizes", "conflict_factor", "bank_model_table", "transpose_tile_figure",
 ]
 
 CHAPTER = "05_bank_conflicts"
@@ -130,14 +133,55 @@ def smem_stride_sweep(record: bool | None = None, kernels=None):
                  name="05_bank_conflicts_smem_stride", title="s[(lane*stride + r) % size]", record=record)
 
 
-def plot_smem_curve(sw, width: int = 4, ax=None):
-    """Measured (or recorded) shared-memory GB/s against stride, with the model: stride-1 figure /
-    (wavefronts relative to the conflict-free access)."""
-    ideal = bank_access(lambda i: i, width).wavefronts
+def smem_sizes() -> dict:
+    """Element width (bytes) -> elements of the shared array that width's kernel reads, from the cell."""
+    src = lesson_cell(CHAPTER, "smem_stride_4").source
+    return {int(w): int(n) for w, n in re.findall(r"smem_stride_(\d+)\(.*?strided_reads<\w+, (\d+)>", src)}
+
+
+def conflict_factor(stride: int, width: int, size: int | None = None) -> float:
+    """Wavefronts of the cell's access at ``stride`` over those of a conflict-free access of that width."""
+    size = size or smem_sizes()[width]
+    a = bank_access(lambda lane: lane * stride % size, width)
+    return a.wavefronts / a.ideal_wavefronts
+
+
+def smem_peak_gbps(sm_count: int | None = None, clock_mhz: float | None = None) -> float:
+    """The banks' peak, GB/s: 32 banks x 4 bytes = 128 bytes per clock per SM, times SMs and clock."""
+    sms, mhz = _sms_clock(sm_count, clock_mhz)
+    return 128 * sms * mhz / 1e3
+
+
+def _model(width: int, peak: float):
+    # issue #22: the banks cap the rate at peak / factor; a conflict-free loop is capped by its own stride-1
+    # figure (instruction issue), so the prediction is the smaller of the two, not stride-1 / factor
+    sizes = smem_sizes()
+    return lambda s, base: min(base, peak / conflict_factor(s, width, sizes[width]))
+
+
+def bank_model_table(sw, peak: float | None = None) -> list:
+    """Every conflicted point of the sweep (live or recorded) against min(stride-1 figure, peak / factor),
+    and against the stride-1 figure / factor; [] when there is nothing measured or recorded."""
+    peak = peak or smem_peak_gbps()
+    out = []
+    for width in SMEM_WIDTHS:
+        base = sw.measure(stride=1, width=width)
+        for s in SMEM_STRIDES:
+            got, f = sw.measure(stride=s, width=width), conflict_factor(s, width)
+            if base and got and f > 1:
+                model = _model(width, peak)(s, base)
+                out.append({"bytes": width, "stride": s, "factor": f, "GB/s": round(got), "stride-1 / factor": round(base / f),
+                            "min(stride-1, peak / factor)": round(model), "measured / model": round(got / model, 3)})
+    return out
+
+
+def plot_smem_curve(sw, width: int = 4, ax=None, peak: float | None = None):
+    """Measured (or recorded) shared-memory GB/s against stride, with the model min(stride-1 figure,
+    peak / conflict factor)."""
+    peak = peak or smem_peak_gbps()
     return sw.plot_against_model(
-        lambda s, base: base * ideal / bank_access(lambda i: i * s, width).wavefronts,
-        fixed={"width": width}, measured_label=f"measured, {width}-byte elements",
-        model_label="bank model: stride-1 figure / conflict factor",
+        _model(width, peak), fixed={"width": width}, measured_label=f"measured, {width}-byte elements",
+        model_label=f"bank model: min(stride-1 figure, {peak / 1e3:.1f} TB/s / conflict factor)",
         xlabel="stride (elements between neighbouring lanes)", ylabel="GB/s delivered by shared memory (all SMs)",
         title="strided shared-memory reads", ax=ax)
 
@@ -153,6 +197,16 @@ TRANSPOSE_ABOUT = {"transpose_naive": "coalesced reads, 32-sector writes",
 def transpose_launch(rows: int, cols: int) -> tuple:
     """(grid, block) of the lesson's transposes: one (32, 8) block per 32 x 32 tile."""
     return (-(-cols // 32), -(-rows // 32)), (32, 8)
+
+
+def transpose_tile_figure(kernel: str = "transpose_pad"):
+    """The tile transpose drawn with ``kernel``'s own shared tile (read from the notebook's cell) and the
+    lesson's launch; returns (figure, banks of the tile column a warp reads back)."""
+    from ..diagrams import tile_transpose
+    body = lesson_cell(CHAPTER, kernel).source.split(f" {kernel}(", 1)[1].split('extern "C"', 1)[0]
+    rows, words = map(int, re.search(r"__shared__\s+float\s+tile\[(\d+)\]\[(\d+)\]", body).groups())
+    return tile_transpose((rows, rows), words, transpose_launch(1, 1)[1],
+                          title=f"{kernel}: a {rows} x {rows} tile through float tile[{rows}][{words}]")
 
 
 def transpose_table(kernels, rows: int = 8192, cols: int = 8192, check_shape=(1000, 1037), **compare_kw):
@@ -196,6 +250,18 @@ H100_SXM = {"sm_count": 132, "clock_mhz": 1980}
 """What `conflict_bound_gbps` assumes without a GPU: an H100 SXM at its maximum SM clock."""
 
 
+def _sms_clock(sm_count, clock_mhz) -> tuple:
+    """(SMs, maximum SM clock in MHz): the arguments, else this GPU's, else `H100_SXM`."""
+    if sm_count is None or clock_mhz is None:
+        sms, mhz = H100_SXM["sm_count"], H100_SXM["clock_mhz"]
+        if gpu_available():
+            sms = device_info().sm_count
+            clk = sm_clock_mhz()
+            mhz = clk[1] if clk else mhz
+        sm_count, clock_mhz = sm_count or sms, clock_mhz or mhz
+    return sm_count, clock_mhz
+
+
 def conflict_bound_gbps(degree: int, sm_count: int | None = None, clock_mhz: float | None = None) -> float:
     """Upper bound (GB/s, read + written) a tiled transpose gets from the shared-memory pipe alone.
 
@@ -210,14 +276,7 @@ def conflict_bound_gbps(degree: int, sm_count: int | None = None, clock_mhz: flo
     >>> conflict_bound_gbps(1, 132, 1980) > 30_000    # padded: shared memory is no limit
     True
     """
-    if sm_count is None or clock_mhz is None:
-        sms, mhz = H100_SXM["sm_count"], H100_SXM["clock_mhz"]
-        if gpu_available():
-            sms = device_info().sm_count
-            clk = sm_clock_mhz()
-            mhz = clk[1] if clk else mhz
-        sm_count = sm_count or sms
-        clock_mhz = clock_mhz or mhz
+    sm_count, clock_mhz = _sms_clock(sm_count, clock_mhz)
     cycles_per_tile = 32 * 1 + 32 * degree
     return sm_count * clock_mhz * 1e6 / cycles_per_tile * 8192 / 1e9
 

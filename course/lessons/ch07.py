@@ -12,6 +12,8 @@ left out, with a sentence, where it is not. Nothing here touches CUDA at import.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 
 import course
 from ..gemm import check_gemm, gemm_flops, make_inputs
@@ -19,7 +21,8 @@ from ..variants import Comparison, Variant, compare
 
 __all__ = [
     "SIZE", "CHAPTER", "CHECK_SIZES", "Stage", "STAGES", "stage_intensity", "stage_variants", "compare_stages",
-    "recorded_stages", "roofline_points", "tile_config", "tile_sweep",
+    "recorded_stages", "roofline_points", "tile_config", "tile_sweep", "kernel_defines", "tiling_figure", "waves",
+    "wave_rows", "memory_levels",
 ]
 
 SIZE = 4096                                      # M = N = K of the staged table
@@ -205,6 +208,69 @@ def roofline_points(rows) -> list:
     by_name = {st.name: st for st in STAGES}
     return [(f"{by_name[r['name']].number} {by_name[r['name']].key}", stage_intensity(by_name[r["name"]]),
              r["rate"]) for r in rows if r["name"] in by_name]
+
+
+def kernel_defines(cell: str) -> dict:
+    """The integer ``#define``s of a chapter cell (the defaults its -D options override)."""
+    return {k: int(v) for k, v in re.findall(r"#define\s+(\w+)\s+(\d+)\b", course.lesson_cell(CHAPTER, cell).source)}
+
+
+def tiling_figure(cell: str = "gemm_reg2d"):
+    """Block -> warp -> thread (WMMA: fragment) -> K-slice, drawn with the tile sizes and index formulas of
+    the cell's kernel: gemm_reg2d's tcol = tid % (BN / TN), or gemm_wmma's warp offsets and fragments."""
+    from ..diagrams import gemm_tiling
+    src, d = course.lesson_cell(CHAPTER, cell).source, kernel_defines(cell)
+    if cell == "gemm_wmma":
+        div, wm, mod, wn = map(int, re.search(r"wm = \(warp / (\d+)\) \* (\d+), wn = \(warp % (\d+)\) \* (\d+)",
+                                              src).groups())
+        fm, fn = map(int, re.search(r"accumulator, (\d+), (\d+), \d+", src).groups())
+        fi, fj = map(int, re.search(r"\bacc\[(\d+)\]\[(\d+)\];", src).groups())
+        return gemm_tiling((d["BM"], d["BN"]), d["BK"], (fi * fm, fj * fn),
+                           [((w // div) * wm, (w % mod) * wn) for w in range(d["THREADS"] // 32)], (fm, fn),
+                           [(i * fm, j * fn) for i in range(fi) for j in range(fj)], unit="fragment",
+                           title=f"gemm_wmma: {wm} x {wn} per warp as {fi} x {fj} fragments of {fm} x {fn}")
+    tm, tn, cols = d["TM"], d["TN"], d["BN"] // d["TN"]
+    threads, wc = (d["BM"] // tm) * cols, min(cols, 32)          # a warp: 32 consecutive tid
+    origins = [((t // cols) * tm, (t % cols) * tn) for t in range(0, threads, 32)]
+    return gemm_tiling((d["BM"], d["BN"]), d["BK"], (-(-32 // cols) * tm, wc * tn), origins, (tm, tn),
+                       [((lane // wc) * tm, (lane % wc) * tn) for lane in range(32)],
+                       title=f"{cell}: {threads} threads of {tm} x {tn} outputs, tcol = tid % {cols}")
+
+
+def waves(m: int, n: int, bm: int, bn: int, sms: int, blocks_per_sm: int) -> dict:
+    """Wave quantization: an m x n output in bm x bn tiles on sms x blocks_per_sm resident blocks."""
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    slots = sms * blocks_per_sm
+    w = math.ceil(tiles / slots)
+    return {"tiles": tiles, "slots": slots, "waves": tiles / slots, "rounds": w, "slots used": tiles / (w * slots)}
+
+
+def wave_rows(sw, sms: int, shapes=((4096, 128, 128), (2048, 128, 128), (2048, 128, 256), (1024, 128, 128),
+                                    (512, 128, 128))) -> list:
+    """`waves` for gemm_reg2d's 8 x 8-per-thread shapes (BK = 8), blocks per SM from the tile sweep's notes."""
+    out = []
+    for n, bm, bn in shapes:
+        shape = dict(BM=bm, BN=bn, BK=8, TM=8, TN=8)
+        sw.measure(**shape)                          # measured once on a GPU; the recording replays it elsewhere
+        per_sm = re.search(r"(\d+) block\(s\)", sw.note(**shape))
+        if per_sm:
+            out.append({"size": f"{n}^3", "tile": f"{bm} x {bn}", "blocks/SM": int(per_sm[1]),
+                        **waves(n, n, bm, bn, sms, int(per_sm[1]))})
+    return out
+
+
+def memory_levels(rows) -> list:
+    """The two memory levels of each BF16 stage row and of chapter 08's recorded tile: TB/s the blocks request
+    from L2 (rate / tile intensity) and TB/s DRAM must give if L2 misses only the compulsory traffic."""
+    pts = [(r["name"], stage_intensity(st), st.block_tile, r["rate"]) for r in rows for st in STAGES
+           if r["name"] == st.name and st.precision == "bf16"]
+    for r in course.results.recorded_rows("08_tensor_cores")[0]:
+        tile = re.search(r"(\d+) x (\d+) tiles", r.get("note", ""))
+        if r["name"].endswith("reference (everything on)") and tile:
+            bm, bn = int(tile[1]), int(tile[2])
+            pts.append(("chapter 08: " + r["name"], 2 * bm * bn / ((bm + bn) * 2), (bm, bn), r["value"]))
+    return [{"kernel": name, "tile": f"{t[0]} x {t[1]}", "TFLOP/s": rate, "tile FLOP/B": ai,
+             "L2 -> SMs TB/s": rate / ai, "DRAM TB/s (compulsory)": rate / (SIZE / 3)} for name, ai, t, rate in pts]
 
 
 # --- the tile sweep of stage 5 ------------------------------------------------------------------

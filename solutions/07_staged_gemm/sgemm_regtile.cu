@@ -35,8 +35,12 @@ sgemm_regtile(const float* __restrict__ A, const float* __restrict__ B, float* _
 
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    // float4 global loads need 16-byte aligned rows
-    const bool vec_a = (K % 4) == 0, vec_b = (N % 4) == 0;
+    // float4 global accesses need 16-byte aligned rows: the row length a multiple of 4 floats and the
+    // matrix itself 16-byte aligned (cudaMalloc's are; a view such as A + 1 is not). Tested once, the
+    // same in every thread: the aligned path pays no divergence.
+    const bool vec_a = (K % 4) == 0 && (reinterpret_cast<unsigned long long>(A) & 15) == 0;
+    const bool vec_b = (N % 4) == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+    const bool vec_c = (N % 4) == 0 && (reinterpret_cast<unsigned long long>(C) & 15) == 0;
 
     // loader roles: A tile 128 x 8 -> row tid / 2, k (tid % 2) * 4; B tile 8 x 128 -> k tid / 32, col (tid % 32) * 4
     const int a_r = tid / 2, a_k = (tid % 2) * 4;
@@ -91,7 +95,7 @@ sgemm_regtile(const float* __restrict__ A, const float* __restrict__ B, float* _
         for (int h = 0; h < 2; ++h) {
             const int c = n0 + h * 64 + tx * 4;
             float* out = C + (size_t)r * N + c;
-            if (vec_b && c + 3 < N) {
+            if (vec_c && c + 3 < N) {
                 *reinterpret_cast<float4*>(out) = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
             } else {
 #pragma unroll

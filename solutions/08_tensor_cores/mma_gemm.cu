@@ -6,6 +6,7 @@
 // written back through shared memory as 16-byte row segments, and blocks ordered GROUP_M tile-rows at a
 // time so that neighbours in time share A and B panels in L2.
 // Contract: any M; N and K multiples of 8 (every row starts on a 16-byte boundary for cp.async).
+// A, B and C_out must be 16-byte aligned, as cudaMalloc's are (cp.async moves 16 bytes): no scalar path.
 // Launch: 1-D grid of ceil(M / BM) * ceil(N / BN) blocks of 32 * WARPS_M * WARPS_N threads and
 // max(STAGES * (BM + BN) * BK * 2, BM * (BN + 8) * 2) bytes of dynamic shared memory (98304 with the
 // defaults: 256 x 128 tiles, 8 warps of 64 x 64, 4 stages), which fits every sm_80+ GPU, sm_86/89 too.

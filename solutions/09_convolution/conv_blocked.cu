@@ -1,6 +1,7 @@
 // conv_blocked: y[i] = sum_{j<TAPS} x[i+j] * w[j] for i < n; x holds n + TAPS - 1 floats (zero-padded).
 // Launch: 128 threads per block, each thread computes 16 consecutive outputs (2048 per block),
 // grid = ceil(n / 2048), no dynamic shared memory.
+// x, w and y must be 16-byte aligned, as cudaMalloc's are: they move as float4, with no scalar path.
 // LAUNCH = {"block": 128, "outputs_per_thread": 16}
 #ifndef TAPS
 #define TAPS 512          // the tap count is a compile-time constant: every loop below unrolls fully

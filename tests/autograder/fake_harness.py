@@ -3,7 +3,9 @@
 Behaviour is chosen by a comment in the kernel source, e.g. ``// FAKE: hang@2 die@1 slow``:
   compile-error, compile-die (the compile child dies as at its CPU-time limit), hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
   fail@I, raise@I (grader bug), huge@I (a 3 MB message), print (printf-like output), slow, impossible,
-  wrongtimed, nogpu, oldgpu.
+  wrongtimed, nogpu, oldgpu, oom@I (the launch runs out of device memory every time), oomshared@I (only
+  while other gradings share the GPU: their memory filled it). Out-of-memory goes through the real
+  autograder.cuda_errors, which decides whose doing it is.
 Pipeline step (exercises with a `Pipeline`): pipe=R[,R2...] the pipeline/un-overlapped ratio of each
 successive measurement (default 0.58; the real re-measuring rule in autograder.policy decides how many are
 taken), pipewrong (the pipeline's output is wrong), pipecrash (an illegal address in the pipeline).
@@ -74,6 +76,11 @@ def correctness_step(ctx, index):
     if f"die@{index}" in f:
         ctx.arm(5, f"your kernel at n={index}")
         os.kill(os.getpid(), signal.SIGKILL)
+    shared = getattr(getattr(ctx, "gpu_lock", None), "fds", None) is not None  # set by the worker
+    if f"oom@{index}" in f or (f"oomshared@{index}" in f and shared):
+        from autograder.cuda_errors import classify_cuda_error
+        exc = RuntimeError("cudaErrorMemoryAllocation: out of memory (fake)")
+        return {"sizes": sizes, **classify_cuda_error(exc, f"n={index}", ((1, 1, 1), (256, 1, 1), 0))}
     if f"fatal@{index}" in f:
         return {"sizes": sizes, "status": "crashed", "message": "crashed: an illegal memory access", "fatal": True}
     if f"fail@{index}" in f or "YOUR CODE HERE" in ctx.source:  # an untouched stub computes nothing
@@ -152,11 +159,41 @@ def kernel_driver(kernel, *, streams, chunks, block, n, seed):
 
 def call_driver(ex):
     """Library-call exercises on a CPU: the NumPy model of cublasSgemm in place of cuBLAS. A call whose
-    ldc is the literal 4242 raises at the 33 x 65 case, as a CUDA error from cuBLAS would."""
+    ldc is the literal 4242 raises at the 33 x 65 case, as a CUDA error from cuBLAS would; 4343 runs out of
+    device memory there. Chapter 03's schedule: `two_stage_case`."""
+    if ex.name == "two_stage":
+        return two_stage_case
     from drivers import cublas_calls as ch10_calls
 
     def drive(name, call, sizes, seed):
         if call.get("ldc") == 4242 and sizes.get("m") == 33:
             raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED (fake)")
+        if call.get("ldc") == 4343 and sizes.get("m") == 33:
+            raise RuntimeError("cudaErrorMemoryAllocation: out of memory (fake)")
         return ch10_calls.grade_case(name, call, sizes, seed, backend="numpy")
+    return drive
+
+
+def two_stage_case(name, schedule, sizes, seed):
+    """Chapter 03's schedule on a CPU: the driver's own order analysis (drivers.two_stage.case_verdict) gives
+    the verdict, as on the GPU; nothing runs, so the held-back run's evidence is left out."""
+    from drivers import two_stage
+    missing, _ = two_stage.case_verdict(schedule, int(sizes["n"]))
+    return {"status": "failed", "message": two_stage.order_message(missing)} if missing else {"status": "passed",
+                                                                                             "message": ""}
+
+
+def call_pipeline_driver(ex):
+    """The overlap of chapter 03's schedule on a CPU: no overlap (ratio 1.0) on one stream or with one chunk,
+    else 0.58 (about what 16-chunk pipelines measure)."""
+    from drivers import two_stage
+
+    def drive(name, schedule, *, seed, nbytes):
+        _, hold = two_stage.case_verdict(schedule, nbytes // 4)
+        if hold is not None:
+            return {"correct": False, "message": "unordered"}
+        s, c = schedule["streams"], schedule["chunks"]
+        ratio = 1.0 if s == 1 or c == 1 else 0.58
+        return {"correct": True, "message": "", "total_ms": 10 * ratio, "serial_ms": 10.0, "ratio": ratio,
+                "ideal_ms": 5.3, "spans": [["stream 0", "H2D", 0.0, 1.0]], "streams": s, "chunks": c}
     return drive

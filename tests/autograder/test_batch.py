@@ -171,3 +171,61 @@ def test_gradebook_gets_no_points_for_a_result_that_is_not_final(tmp_path):
     summary = write_gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}", [row])
     assert summary.written == 0
     assert summary.missing and "not graded yet (grader error)" in summary.missing[0]
+
+
+def test_out_of_memory_is_graded_again_alone_then_final(tmp_path):
+    """A grading that runs out of device memory beside others is graded once more with the GPU to itself:
+    does a kernel that runs out every time get a final "crashed" row (not a grader error graded on every
+    run), and one that ran out only beside other gradings its real verdict?"""
+    root = tmp_path / "submitted"
+    _submit(root, "olga", saxpy_flags="oom@1")        # its own launch: out of memory every time
+    _submit(root, "sam", saxpy_flags="oomshared@1")   # the others' memory: fine with the GPU to itself
+    _submit(root, "tia")
+    result = _grade(root, exercise="saxpy")
+    rows = _rows(result)
+    olga = rows[("olga", "saxpy")]
+    assert (olga["status"], olga["final"], olga["points"]) == ("crashed", 1, 0), olga["feedback"]
+    reason = json.loads(olga["report"])["reason"]
+    assert "out of memory" in reason and "no other grading on the GPU" in reason, reason
+    assert (rows[("sam", "saxpy")]["status"], rows[("sam", "saxpy")]["final"]) == ("passed", 1)
+    assert rows[("tia", "saxpy")]["status"] == "passed"
+    assert _grade(root, exercise="saxpy").reused == 3  # final: the next run grades none of them again
+
+
+def test_a_grading_alone_waits_for_the_others_and_holds_new_ones_back():
+    """`Gradings`: does `alone` wait until the gradings under way have finished, and does a grading that
+    starts meanwhile wait until the lone one is done?"""
+    import threading
+    from autograder.batch.work import Gradings
+    gate, log = Gradings(), []
+    running, finish = threading.Event(), threading.Event()
+
+    def beside(name, started=None, until=None):
+        with gate.beside():
+            log.append(f"{name} in")
+            if started:
+                started.set()
+            if until:
+                until.wait(10)
+            log.append(f"{name} out")
+
+    def alone():
+        with gate.alone():
+            log.append("alone in")
+            time.sleep(0.1)
+            log.append("alone out")
+
+    first = threading.Thread(target=beside, args=("first", running, finish))
+    first.start()
+    assert running.wait(10)
+    lone = threading.Thread(target=alone)
+    lone.start()
+    time.sleep(0.1)
+    late = threading.Thread(target=beside, args=("late",))
+    late.start()
+    time.sleep(0.1)
+    assert log == ["first in"], "a grading ran beside one that was still under way, or overtook the lone one"
+    finish.set()
+    for t in (first, lone, late):
+        t.join(10)
+    assert log == ["first in", "first out", "alone in", "alone out", "late in", "late out"]

@@ -66,6 +66,56 @@ def test_driver_error_costs_one_case_and_the_rest_run(fake_harness):
     assert "EXECUTION_FAILED" in r.reason
 
 
+def test_out_of_memory_in_a_call_is_not_charged(fake_harness):
+    """Does a call that runs out of device memory (the grader's buffers and cuBLAS's workspace, never the
+    student's doing) give a grader error naming it, not a crash that costs the student?"""
+    r = grade_source(CH, "sgemm_rowmajor", call_text(**dict(RIGHT, ldc=4343)))
+    assert r.status == Status.ERROR and Status.CRASHED not in [s.status for s in r.sizes], r.feedback()
+    assert "ran out of memory" in r.reason and "Not charged to you" in r.reason
+
+
+def _lock_waiters(path) -> int:
+    """How many processes wait in flock for the file at ``path`` ('->' lines of /proc/locks)."""
+    import os
+    ino = os.stat(path).st_ino
+    with open("/proc/locks", encoding="ascii") as f:
+        return sum(1 for p in map(str.split, f) if p[1:2] == ["->"] and p[6:7] and
+                   p[6].rsplit(":", 1)[-1] == str(ino))
+
+
+def test_call_grading_takes_the_gpu_lock(fake_harness, tmp_path, monkeypatch):
+    """Among gradings sharing a GPU, does a library-call grading hold the GPU lock shared around each case's
+    driver call: waiting while another grading times alone, then running every case under the lock?"""
+    import os
+    import threading
+    import time
+    from autograder.gpulock import GpuLock
+    from autograder.runner import Session
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("AUTOGRADER_TRACE", str(trace))  # the children's lock holds land here
+    session = Session(shared_gpu=True)
+    timer = GpuLock(session.gpu_lock())  # another grading's timed pass
+    out = {}
+    grading = threading.Thread(target=lambda: out.update(r=grade_source(
+        CH, "sgemm_rowmajor", SOLUTION["sgemm_rowmajor"], session=session)))
+    with timer.exclusive():
+        grading.start()
+        deadline = time.monotonic() + 60
+        while grading.is_alive() and time.monotonic() < deadline and not _lock_waiters(
+                os.path.join(session.lock_dir, "turnstile")):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert grading.is_alive(), "the call grading made its calls while another grading had the GPU alone"
+    grading.join(120)
+    r = out["r"]
+    assert r.status == Status.PASSED and r.points == r.max_points, r.feedback()
+    import json
+    holds = [json.loads(line) for line in trace.read_text().splitlines()]
+    shared = [e for e in holds if e.get("ev") == "lock" and e.get("kind") == "shared"]
+    assert len(shared) == len(r.sizes), f"{len(shared)} shared holds for {len(r.sizes)} cases"
+    assert max(e["wait"] for e in shared) >= 0.3  # the first case waited for the timed pass to end
+
+
 @pytest.mark.parametrize("text, says", [
     ("{\n    // YOUR CODE HERE\n}", "not filled in"),
     ("CALL = dict(transa='N')", "literal"),

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from autograder import device
-from autograder.gpulock import NO_LOCK, GpuLock
+from autograder.gpulock import NO_LOCK, GpuLock, NestedHoldError
 
 FORK = multiprocessing.get_context("fork")
 WAIT_S = 10  # the longest any process waits on another: a broken lock fails the test instead of hanging it
@@ -239,6 +239,28 @@ def test_exception_in_the_body_releases_the_lock(paths, start, kind):
     b = start(folder, "exclusive", log, "b", entered=b_in)
     assert b_in.wait(3), f"the lock stayed held after an exception under {kind}"
     _finish(b)
+
+
+@pytest.mark.parametrize("outer, inner", [(o, i) for o in ("shared", "exclusive") for i in ("shared", "exclusive")])
+def test_a_nested_hold_is_refused_and_the_outer_hold_stays(paths, start, outer, inner):
+    """Asked for the lock again while holding it, does the process get a clear error (flock would turn the
+    outer hold into the inner one and let go of both when the inner ends), and does its outer hold still
+    keep a writer out until it ends?"""
+    folder, log = paths
+    lock = GpuLock(folder)
+    with getattr(lock, outer)():
+        with pytest.raises(NestedHoldError, match=f"asked for {inner} while this grading already holds it {outer}"):
+            with getattr(lock, inner)():
+                pass
+        w_in = FORK.Event()
+        w = start(folder, "exclusive", log, "w", entered=w_in)
+        _wait_blocked(w.pid)
+        time.sleep(0.1)
+        assert not w_in.is_set(), f"a writer got in while this process still held the lock {outer}"
+    assert w_in.wait(3), "the writer did not get in after the outer hold ended"
+    _finish(w)
+    with getattr(lock, inner)():  # the refused attempt left nothing behind: the lock can be taken again
+        pass
 
 
 def test_no_lock_runs_the_body_once_and_touches_no_file(tmp_path, monkeypatch):

@@ -177,3 +177,41 @@ def test_quoted_figures_match_the_recordings():
         ("about 55 times slower than device memory (55.0 against 3,001 GB/s", [factor, h2d["value"], copy]),
     ])
     assert abs(d2h["ratio"] - h2d["ratio"]) < 0.005, "87% stands for both directions only while they agree"
+
+
+def test_exercise_gather_box_counts_sectors_as_chapter_04_does():
+    """Issue #22: exercise 02's gather needs coalescing, taught in chapter 04. Does the box before its kernel
+    cell quote the sectors that chapter 04's model (course.access.warp_access) gives for the two mappings, on
+    random table rows of dim = 256 floats, and say how much of them is used?"""
+    import re
+    from repo_helpers import REPO, read_json_notebook
+    course = import_course()
+    nb = read_json_notebook(REPO / "exercises" / "source" / "02_memory_transfer" / "02_memory_transfer.ipynb")
+    texts = ["".join(c["source"]) for c in nb["cells"]]
+    kernel = next(i for i, c in enumerate(nb["cells"]) if "kernel:gather_rows" in c["metadata"].get("tags", []))
+    box = next((i for i, t in enumerate(texts) if "one warp per row" in t.lower() and "sector" in t), None)
+    assert box is not None and box < kernel, "the box on warp-per-row mapping should come before the kernel cell"
+    dim = int(re.search(r"`dim = (\d+)`", texts[box]).group(1))
+    rows = np.random.default_rng(0).choice(1 << 16, 32, replace=False)
+    per_thread = course.access.warp_access(lambda lane: int(rows[lane]) * dim)   # step j = 0
+    per_warp = course.access.warp_access(lambda lane: int(rows[0]) * dim + lane)
+    assert per_thread.sectors_per_request == 32 and per_warp.sectors_per_request == 4
+    text = re.sub(r"\s+", " ", texts[box])
+    assert f"{per_thread.sectors_per_request} sectors fetched ({32 * per_thread.sectors_per_request:,} bytes)" in text
+    assert f"for {per_thread.useful_bytes} useful bytes: 1/{32 * per_thread.sectors_per_request // per_thread.useful_bytes} used" in text
+    assert f"{per_warp.useful_bytes} contiguous bytes = {per_warp.sectors_per_request} sectors, all used" in text
+
+
+def test_managed_and_zero_copy_recordings_shown_without_a_gpu():
+    """Issue #22: does chapter 02 show the recorded managed-memory and zero-copy rows in cells that run
+    without a GPU, each right after the %%gpu cell that measures the same thing, and does each filter match
+    a recorded row?"""
+    from repo_helpers import REPO, read_json_notebook
+    course = import_course()
+    cells = ["".join(c["source"]) for c in read_json_notebook(REPO / "chapters" / "02_memory_transfer.ipynb")["cells"]]
+    rows, _, _ = course.results.recorded_rows("02_memory_transfer")
+    for measured, word in (("%%gpu run scale_copy over 256 MiB of managed memory", "managed"),
+                           ("%%gpu time R passes of scale_copy", "zero-copy")):
+        i = next(k for k, c in enumerate(cells) if c.startswith(measured))
+        assert f'course.results.show_recorded("02_memory_transfer", "{word}")' in cells[i + 1], word
+        assert any(word in r["name"] for r in rows), f"no recorded row has {word!r} in its name"

@@ -87,3 +87,28 @@ def test_quoted_figures_match_the_recordings():
         ("moved 92 GB/s with both copies running against 110 GB/s as the sum of each alone, 84%)",
          [duplex["value"], duplex["anchor_value"], 100 * duplex["ratio"]]),
     ])
+
+
+def test_recorded_pipeline_is_drawn_without_a_gpu(ch03, monkeypatch):
+    """Issue #22: on a CPU-only machine, does chapter 03 draw the recorded pipeline (after its %%gpu
+    timeline cell, in a cell that is not %%gpu), with the recorded totals and the modeled ones in the titles?"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from repo_helpers import read_json_notebook
+    monkeypatch.setattr("course._env.gpu_available", lambda: False)
+    rows, _ = recorded_rows(STEM)
+    ref = next(r for n, r in rows.items() if n.startswith("reference pipeline"))
+    rec = ch03.recorded_pipeline()
+    assert rec["total_ms"] == ref["value"] and rec["chunks"] == 16 and rec["streams"] == 4
+    assert set(rec["stages"]) == {"H2D", "kernel", "D2H"} and all(v > 0 for v in rec["stages"].values())
+    axes = ch03.plot_recorded_pipeline()
+    st = rec["stages"]
+    model = import_course().streams.ideal_pipeline_ms(st["H2D"], st["kernel"], st["D2H"], 16)
+    assert f"modeled {model:.2f} ms, recorded {ref['value']:.2f} ms" in axes[1].get_title()
+    assert f"recorded {rows['same pipeline on one stream']['value']:.2f} ms" in axes[0].get_title()
+    plt.close("all")
+    cells = ["".join(c["source"]) for c in read_json_notebook(REPO / "chapters" / f"{STEM}.ipynb")["cells"]]
+    timeline_cell = next(i for i, c in enumerate(cells) if c.startswith("%%gpu run 256 MiB through one stream"))
+    replay = next(i for i, c in enumerate(cells) if "ch03.plot_recorded_pipeline()" in c)
+    assert replay > timeline_cell and not cells[replay].startswith("%%gpu")

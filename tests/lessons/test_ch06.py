@@ -438,3 +438,50 @@ def test_exercise_histogram_expectation_quotes_the_recordings():
     reference = next(v for k, v in rows.items() if k.startswith("reference histogram256"))
     assert f"records {lesson:,.0f} GB/s against the reference's {reference:,.0f} GB/s" in text
     assert f"{lesson / reference:.2f}x, under the 0.8x for full speed points" in text
+
+
+def _sass_ops(sass: str) -> dict:
+    """Opcode counts per kernel of a disassembly (nvdisasm's `.text.<kernel>` sections)."""
+    from collections import Counter
+    ops, kernel = {}, None
+    for line in sass.splitlines():
+        if m := re.search(r"\.text\.(\w+)", line):
+            kernel = ops.setdefault(m.group(1), Counter())
+        elif kernel is not None and (m := re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z]+)", line)):
+            kernel[m.group(1)] += 1
+    return ops
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+def test_compiler_aggregates_the_plain_compaction_atomic(arch):
+    """Issue #22 (warp-aggregated atomics): as the lesson says, does ptxas aggregate compact_atomic's
+    same-address atomicAdd by itself (one ATOMG with a VOTEU ballot and a SHFL broadcast), and does the
+    hand-written compact_warp hold a ballot and a single atomic on sm_90, as the printed counts show?"""
+    course = import_course()
+    ops = _sass_ops(course.lesson_cell(STEM, "compact_atomic").compile_for_arch(arch).sass())
+    plain, by_hand = ops["compact_atomic"], ops["compact_warp"]
+    assert plain["ATOMG"] == 1 and plain["VOTEU"] >= 1 and plain["SHFL"] >= 1, plain
+    assert by_hand["VOTE"] >= 1 and by_hand["SHFL"] >= 1, by_hand
+    if arch == "sm_90":
+        assert by_hand["ATOMG"] == 1, by_hand
+    text = " ".join(chapter_markdown(STEM))
+    assert "On sm_90 both kernels hold a single `ATOMG`" in text and "sm_75 and sm_80" in text
+
+
+@pytest.mark.gpu
+def test_compactions_keep_every_positive_element(ch06):
+    """Do both lesson compactions keep exactly the positive elements (in any order) at odd sizes, for a
+    capped grid that loops and for blocks of 32 and 256 threads?"""
+    import cupy
+    course = import_course()
+    cell = course.lesson_cell(STEM, "compact_atomic")
+    for name in ("compact_atomic", "compact_warp"):
+        k = cell.kernel(name)
+        for n in SIZES:
+            xh = np.random.default_rng(n).standard_normal(n, dtype=np.float32)
+            x = cupy.asarray(xh)
+            for grid, block in ((-(-n // 256), 256), (3, 32)):
+                out, count = cupy.full(n, cupy.nan, dtype=cupy.float32), cupy.zeros(1, dtype=cupy.uint32)
+                k(grid, block, x, out, count, n)
+                got = np.sort(out[:int(count.get()[0])].get())
+                assert np.array_equal(got, np.sort(xh[xh > 0])), (name, n, grid, block)

@@ -479,3 +479,117 @@ def test_tile_sweep_measures_and_explains(ch07):
     assert "regs/thread" in sw.note(**good) and "warps per SM" in sw.note(**good)
     bad = dict(BM=256, BN=256, BK=8, TM=4, TN=4)
     assert sw.measure(**bad) is None and "1024" in sw.note(**bad)
+
+
+# --- issue #22: the text against the recordings, the tiling pictures, waves and the memory levels ---
+
+def test_chapter_07_quotes_match_the_recordings(ch07):
+    """Does every figure chapter 07's text quotes from a recording (stages, cuBLAS, chapter 08's tile, the
+    memory levels, waves and split-K) match benchmarks/results?"""
+    from repo_helpers import check_quotes, recorded_rows
+    rows, ceil = recorded_rows(STEM)
+    r08, _ = recorded_rows("08_tensor_cores")
+    st = {s.key: rows[s.name] for s in ch07.STAGES}
+    v = {k: r["value"] for k, r in st.items()}
+    pct = {k: 100 * r["ratio"] for k, r in st.items()}
+    ref08, peak08 = r08["mma_gemm: reference (everything on)"]["value"], r08[
+        "mma.sync peak: m16n8k16 with no memory traffic (ceiling of any mma.sync kernel)"]["value"]
+    ai08 = 2 * 256 * 128 / ((256 + 128) * 2)
+    levels = {r["kernel"]: r for r in ch07.memory_levels(ch07.recorded_stages())}
+    w = ch07.waves(4096, 4096, 128, 128, 132, 2)
+    flops = 2 * 512 * 512 * 65536
+    check_quotes(STEM, [
+        ("we measured 0.5 TFLOP/s for stage 1 and 6.0 for stage 2", [v["naive"], 1, v["coalesced"], 2]),
+        ("we measured 8.9 TFLOP/s, only 1.5 times stage 2", [v["tiled"], v["tiled"] / v["coalesced"], 2]),
+        ("we measured 16.0 TFLOP/s, 1.8 times stage 3", [v["reg1d"], v["reg1d"] / v["tiled"], 3]),
+        ("26.8 TFLOP/s, 51% of cuBLAS SGEMM", [v["reg2d"], pct["reg2d"]]),
+        ("we measured 42.0 TFLOP/s, 81% of cuBLAS SGEMM", [v["vector"], pct["vector"]]),
+        ("at 780 TFLOP/s on an", [st["wmma"]["anchor_value"]]),
+        ("we measured 171 TFLOP/s with one stage, 157 with two and 189 with four: 22%, 20% and 24%",
+         [v["wmma"], v["wmma_db"], v["wmma_ms"], pct["wmma"], pct["wmma_db"], pct["wmma_ms"]]),
+        ("recorded 351 TFLOP/s with fragments", [r08["mma_gemm: fragments not double-buffered"]["value"]]),
+        ("and 491 with the next step's fragments", [ref08]),
+        ("chapter 08 recorded 260 TFLOP/s with two stages and 491 with four",
+         [8, r08["mma_gemm: 2 stages instead of 4"]["value"], ref08]),
+        ("which recorded 643 TFLOP/s on an", [peak08]),
+        ("cuBLAS's 780 comes from", [st["wmma"]["anchor_value"]]),
+        ("Chapter 08's tile (256 x 128, 85.3 FLOP/B) ran at 491 TFLOP/s; from DRAM alone that would take 5.75 TB/s",
+         [8, 256, 128, ai08, ref08, ref08 / ai08]),
+        ("almost twice the 3,000 GB/s copy", [ceil["copy_gbps"]]),
+        ("The four-stage WMMA kernel at 64 FLOP/B and 189 TFLOP/s", [ch07.stage_intensity(ch07.STAGES[-1]), v["wmma_ms"]]),
+        ("2.96 TB/s, about half of that", [levels[ch07.STAGES[-1].name]["L2 -> SMs TB/s"]]),
+        ("has 264 slots, so the run takes 3.88 waves, rounded up to 4; the fourth is "
+         "88% full and 97% of the slots", [w["slots"], w["waves"], w["rounds"], 100 * (w["waves"] - 3), 100 * w["slots used"]]),
+        ("makes 16 tiles of 128 x 128: 16 of 132 SMs busy, 12% of the GPU",
+         [ch07.waves(512, 512, 128, 128, 132, 1)["tiles"], 128, 128, 16, 132, 100 * 16 / 132]),
+        ("16.8 MB, under 6 µs at the 3,000 GB/s of a copy, against the 1.28 ms that the product's 34.4 GFLOP take "
+         "at stage 5's recorded 26.8 TFLOP/s",
+         [2 * 8 * 512 ** 2 * 4 / 1e6, 6, ceil["copy_gbps"], 1e3 * flops / (v["reg2d"] * 1e12), flops / 1e9, 5,
+          v["reg2d"]]),
+    ])
+    assert 2 * 8 * 512 ** 2 * 4 / ceil["copy_gbps"] / 1e3 < 6          # "under 6 µs"
+
+
+def test_wave_rows_take_blocks_per_sm_from_the_sweep(ch07):
+    """Do the wave rows use the tile sweep's recorded blocks per SM, and does the arithmetic follow from it?"""
+    sw = ch07.tile_sweep(record=False)
+    if sw.live:
+        pytest.skip("a GPU is present: the sweep measures instead of replaying")
+    rows = {(r["size"], r["tile"]): r for r in ch07.wave_rows(sw, 132)}
+    assert "2 block(s)" in sw.note(BM=128, BN=128, BK=8, TM=8, TN=8)
+    r = rows[("4096^3", "128 x 128")]
+    assert (r["blocks/SM"], r["tiles"], r["slots"], r["rounds"]) == (2, 1024, 264, 4)
+    assert r["slots used"] == pytest.approx(1024 / 1056)
+    assert rows[("2048^3", "128 x 256")]["blocks/SM"] == 1 and rows[("512^3", "128 x 128")]["tiles"] == 16
+    assert ch07.waves(1000, 1000, 128, 128, 10, 1) == {"tiles": 64, "slots": 10, "waves": 6.4, "rounds": 7,
+                                                       "slots used": pytest.approx(64 / 70)}
+
+
+def test_memory_levels_from_the_recordings(ch07):
+    """Are the memory levels each BF16 row's rate over its tile intensity (L2) and over the compulsory 4096 / 3
+    FLOP/B (DRAM), with chapter 08's recorded tile read from its note?"""
+    levels = ch07.memory_levels(ch07.recorded_stages())
+    assert [r["kernel"] for r in levels][:3] == [s.name for s in ch07.STAGES if s.precision == "bf16"]
+    ch08 = levels[-1]
+    assert ch08["kernel"].startswith("chapter 08") and ch08["tile"] == "256 x 128"
+    assert ch08["tile FLOP/B"] == pytest.approx(256 / 3)
+    for r in levels:
+        assert r["L2 -> SMs TB/s"] == pytest.approx(r["TFLOP/s"] / r["tile FLOP/B"])
+        assert r["DRAM TB/s (compulsory)"] == pytest.approx(r["TFLOP/s"] * 3 / 4096)
+    assert max(r["L2 -> SMs TB/s"] for r in levels) == ch08["L2 -> SMs TB/s"]
+
+
+def test_tiling_figures_use_the_kernels_constants(ch07, monkeypatch):
+    """Are the tiling pictures drawn from the cells' own #defines and index formulas (and do they follow an
+    edit), with the sizes the stages launch?"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    d = ch07.kernel_defines("gemm_reg2d")
+    by_key = {s.key: s for s in ch07.STAGES}
+    assert (d["BM"], d["BN"]) == by_key["reg2d"].block_tile
+    assert ch07.tile_config(d["BM"], d["BN"], d["BK"], d["TM"], d["TN"])["threads"] == by_key["reg2d"].block
+    fig = ch07.tiling_figure("gemm_reg2d")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "warp 1: 16 x 128 outputs = 32 threads of 8 x 8" in titles[1] and "K advances 8" in titles[0]
+    w = ch07.kernel_defines("gemm_wmma")
+    assert (w["BM"], w["BN"]) == by_key["wmma"].block_tile and w["THREADS"] == 256
+    fig = ch07.tiling_figure("gemm_wmma")
+    assert "warp 1: 64 x 32 outputs = 8 fragments of 16 x 16" in fig.axes[1].get_title()
+    assert "K advances 32" in fig.axes[0].get_title()
+    real = ch07.course.lesson_cell
+
+    class Edited:
+        source = real(STEM, "gemm_reg2d").source.replace("#define TN 8", "#define TN 4")
+    monkeypatch.setattr(ch07.course, "lesson_cell", lambda chapter, name: Edited)
+    assert "32 threads of 8 x 4" in ch07.tiling_figure("gemm_reg2d").axes[1].get_title()
+    plt.close("all")
+
+
+def test_wait_group_scope_is_explained():
+    """Does chapter 07 say that cp.async.wait_group is per thread and that the barrier after it publishes the
+    slice to the block, before the roofline discussion?"""
+    from repo_helpers import chapter_markdown
+    text = " ".join(chapter_markdown(STEM))
+    assert "That wait is **per thread**" in text and "The `__syncthreads()` right after the wait" in text
+    assert "190 TFLOP/s" not in text.replace("near 190 TFLOP/s", "")

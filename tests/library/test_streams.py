@@ -36,6 +36,27 @@ def test_ideal_and_serial_bounds():
         pl.ideal_pipeline_ms(1, 1, 1, 0)
 
 
+def test_pipeline_schedule_meets_the_bounds():
+    """Does the modeled schedule give the serial sum on one stream, the ideal bound once enough streams keep
+    the slowest engine busy, keep each stream in order and never run one engine twice at once?"""
+    h, k, d = 0.3, 0.2, 0.25
+    one = pl.pipeline_schedule(h, k, d, 16, 1)
+    assert max(s[3] for s in one) == pytest.approx(pl.serial_pipeline_ms(h, k, d, 16))
+    four = pl.pipeline_schedule(h, k, d, 16, 4)
+    assert len(four) == 48 and max(s[3] for s in four) == pytest.approx(pl.ideal_pipeline_ms(h, k, d, 16))
+    two = pl.pipeline_schedule(h, k, d, 16, 2)   # two streams: a chunk waits for its stream's previous D2H
+    assert pl.ideal_pipeline_ms(h, k, d, 16) < max(s[3] for s in two) < pl.serial_pipeline_ms(h, k, d, 16)
+    for spans in (one, two, four):
+        for label in ("H2D", "kernel", "D2H"):
+            mine = sorted((s[2], s[3]) for s in spans if s[1] == label)
+            assert all(e1 <= s2 + 1e-12 for (_, e1), (s2, _) in zip(mine, mine[1:])), label
+        for lane in {s[0] for s in spans}:
+            mine = [s for s in spans if s[0] == lane]
+            assert all(a[3] <= b[2] + 1e-12 for a, b in zip(mine, mine[1:])), lane
+    with pytest.raises(ValueError, match="at least 1"):
+        pl.pipeline_schedule(h, k, d, 4, 0)
+
+
 def test_union_counts_overlap_once():
     """Does the union of [0,2], [1,3], [5,6] measure 4?"""
     assert pl.union_ms([(5, 6), (0, 2), (1, 3)]) == 4

@@ -1,0 +1,244 @@
+"""The grader's driver for chapter 03's ``two_stage``: a student's stream schedule (data, `course.schedule`) run
+with the grader's own kernels, buffers and copies.
+
+Per chunk: ``h2d`` copies the chunk of the pinned input into ``d_in``; ``produce`` writes
+``tmp = x * (x*x - 0.5)``; ``consume`` writes ``out[i] = tmp[i] + 0.5 * tmp[i - 1]`` (``tmp[-1]`` taken as 0),
+so the first value of a chunk reads the previous chunk's last ``tmp``; ``d2h`` copies the chunk of ``out`` back.
+Each array is whole (one slot per element), so the only hazards are a read before its write.
+
+Order, deterministically: `course.schedule.missing_dependencies` finds every read the schedule does not order
+after its write (stream order and event waits, a pure function of the data). A correctness case then runs
+the schedule with the producer of the first unordered read held back (a one-thread `stall` kernel spinning
+`STALL_NS` on its stream just before it), so that the reader, which nothing orders after it, runs first and
+reads poisoned (NaN) data: the output shows the race. The verdict rests on the analysis, so a run that comes
+out right by luck is still a failure; a schedule with no unordered read runs unstalled and its output must
+be right. Overlap: `pipeline_report` times the schedule over ``nbytes`` each way against the same work without
+overlap, with fresh inputs and the output checked on every timed run.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+import course
+from course import schedule as sched
+from course.streams import Timeline, chunk_bounds, ideal_pipeline_ms
+
+__all__ = ["SOURCE", "BLOCK", "MAX_GRID", "STALL_NS", "LIMITS", "check_schedule", "expected", "case_verdict",
+           "order_message", "before_confinement", "grade_case", "run_schedule", "pipeline_report"]
+
+SOURCE = r"""
+extern "C" __global__ void produce(const float* __restrict__ src, float* __restrict__ tmp, int offset, int count)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        const float x = src[offset + i];
+        tmp[offset + i] = x * (x * x - 0.5f);
+    }
+}
+
+extern "C" __global__ void consume(const float* __restrict__ tmp, float* __restrict__ out, int offset, int count)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        const int j = offset + i;
+        out[j] = tmp[j] + 0.5f * (j > 0 ? tmp[j - 1] : 0.0f);
+    }
+}
+
+extern "C" __global__ void stall(long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < (unsigned long long)ns);
+}
+"""
+BLOCK = 256
+MAX_GRID = 1024
+# holding a producer back 50 ms: the correctness cases move at most a few MB per chunk (under a millisecond
+# on PCIe gen3), so a reader that nothing orders after the producer has run long before the producer writes
+STALL_NS = 50_000_000
+LIMITS = {"max_streams": 16, "max_chunks": 256}
+_LABELS = {"h2d": "H2D", "produce": "produce", "consume": "consume", "d2h": "D2H"}
+_STATE = {}
+
+
+def check_schedule(name: str, schedule) -> str:
+    """The parent's check (no GPU): '' when the schedule is well formed, else what is wrong."""
+    return sched.check_schedule(schedule, **LIMITS)
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    """What the two stages compute from the input, on float64 (float32 rounding is within `course.check`'s
+    tolerance)."""
+    t = np.asarray(x, dtype=np.float64)
+    t = t * (t * t - 0.5)
+    out = t.copy()
+    out[1:] += 0.5 * t[:-1]
+    return out
+
+
+def case_verdict(schedule: dict, n: int) -> tuple:
+    """(missing dependencies, the stage instance to hold back or None) for ``n`` elements: pure Python."""
+    n_chunks = len(chunk_bounds(n, schedule["chunks"]))
+    missing = sched.missing_dependencies(schedule, n_chunks)
+    if not missing:
+        return missing, None
+    m = missing[0]
+    return missing, (m.dep.producer, m.producer_chunk)
+
+
+def order_message(missing: list) -> str:
+    """The verdict's first part for a schedule that leaves reads unordered: each one, and its fix."""
+    return ("the schedule leaves a read unordered after its write. "
+            + "\n".join(sched.dependency_message(m) for m in missing))
+
+
+def before_confinement() -> None:
+    """Compile the kernels now: the grading child calls this before it closes the file system, so that no
+    compiler file has to be read once it is closed."""
+    _kernels()
+
+
+def _kernels():
+    if "kernels" not in _STATE:
+        _STATE["kernels"] = course.compile(SOURCE, name="two_stage.cu").kernels
+    return _STATE["kernels"]
+
+
+class _Buffers:
+    """Pinned host input and output, device input, tmp and output: ``n`` float32 each, grader-owned."""
+
+    def __init__(self, n: int):
+        import cupy
+        import cupyx
+        self.n = int(n)
+        self.h_in = cupyx.empty_pinned(self.n, dtype=np.float32)
+        self.h_out = cupyx.empty_pinned(self.n, dtype=np.float32)
+        self.d_in, self.tmp, self.d_out = (cupy.empty(self.n, dtype=cupy.float32) for _ in range(3))
+
+    def fresh(self, seed: int) -> None:
+        """New inputs, and NaN everywhere a stage writes, so that a read before its write shows."""
+        self.h_in[:] = np.random.default_rng(seed).random(self.n, dtype=np.float32) * 4 - 2   # in [-2, 2)
+        self.h_out[:] = np.nan
+        for a in (self.d_in, self.tmp, self.d_out):
+            a.fill(np.nan)
+        import cupy
+        cupy.cuda.runtime.deviceSynchronize()
+
+
+def _grid(count: int) -> int:
+    return max(1, min(-(-count // BLOCK), MAX_GRID))
+
+
+def _issue(stage: str, bufs: _Buffers, off: int, cnt: int, stream) -> None:
+    from cupy.cuda import runtime
+    k, item = _kernels(), 4
+    if stage == "h2d":
+        runtime.memcpyAsync(bufs.d_in.data.ptr + off * item, bufs.h_in.ctypes.data + off * item, cnt * item,
+                            runtime.memcpyHostToDevice, stream.ptr)
+    elif stage == "produce":
+        k["produce"](_grid(cnt), BLOCK, bufs.d_in, bufs.tmp, off, cnt, stream=stream)
+    elif stage == "consume":
+        k["consume"](_grid(cnt), BLOCK, bufs.tmp, bufs.d_out, off, cnt, stream=stream)
+    else:
+        runtime.memcpyAsync(bufs.h_out.ctypes.data + off * item, bufs.d_out.data.ptr + off * item, cnt * item,
+                            runtime.memcpyDeviceToHost, stream.ptr)
+
+
+def run_schedule(schedule: dict, bufs: _Buffers, *, hold=None, timeline: Timeline | None = None) -> float:
+    """Issue the schedule's plan over ``bufs``; the ms from a start event every stream waits for to a stop
+    event after all of them. ``hold`` = (stage, chunk): a `stall` of `STALL_NS` before that stage instance."""
+    import cupy
+    bounds = chunk_bounds(bufs.n, schedule["chunks"])
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(schedule["streams"])]
+    events = {}
+    ctl = cupy.cuda.Stream(non_blocking=True)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(ctl)
+    for s in streams:
+        s.wait_event(start)
+    null = contextlib.nullcontext()
+    for kind, s, what, c in sched.plan(schedule, len(bounds)):
+        st = streams[s]
+        if kind == "wait":
+            st.wait_event(events[(what, c)])
+        elif kind == "record":
+            ev = events[(what, c)] = cupy.cuda.Event(disable_timing=True)
+            ev.record(st)
+        else:
+            if hold == (what, c):
+                _kernels()["stall"](1, 1, STALL_NS, stream=st)
+            off, cnt = bounds[c]
+            with (timeline.span(st, f"stream {s}", _LABELS[what]) if timeline else null):
+                _issue(what, bufs, off, cnt, st)
+    for s in streams:
+        ctl.wait_event(s.record())
+    stop.record(ctl)
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop)
+
+
+def _check(bufs: _Buffers) -> course.CheckResult:
+    return course.check(np.asarray(bufs.h_out), expected(bufs.h_in).astype(np.float32), name="out")
+
+
+def grade_case(name: str, schedule: dict, sizes: dict, seed: int) -> dict:
+    """One correctness case: the schedule over ``sizes["n"]`` fresh values, a producer held back where the
+    schedule leaves a read unordered. ``{"status": "passed" | "failed" | "grader error", "message": str}``."""
+    n = int(sizes["n"])
+    missing, hold = case_verdict(schedule, n)
+    bufs = _Buffers(n)
+    bufs.fresh(seed)
+    run_schedule(schedule, bufs, hold=hold)
+    res = _check(bufs)
+    if missing:
+        seen = (f"In this run {hold[0]} of chunk {hold[1]} was held back {STALL_NS / 1e6:g} ms, and the output "
+                f"shows the race: {res.message}" if not res else
+                f"In this run, with {hold[0]} of chunk {hold[1]} held back {STALL_NS / 1e6:g} ms, the output happened "
+                "to come out right, but nothing guarantees it.")
+        return {"status": "failed", "message": f"{order_message(missing)}\n{seen}"}
+    if not res:
+        return {"status": "grader error", "message": (
+            f"the schedule orders every read after its write, yet the output is wrong ({res.message}): the "
+            "driver drivers.two_stage or course.schedule is broken")}
+    return {"status": "passed", "message": ""}
+
+
+def _stage_ms(stage: str, bufs: _Buffers) -> float:
+    import cupy
+
+    def fn():
+        _issue(stage, bufs, 0, bufs.n, cupy.cuda.get_current_stream())
+    return course.benchmark(fn, flush_l2=stage in ("produce", "consume"), budget_s=0.5, name=stage).median_ms
+
+
+def pipeline_report(name: str, schedule: dict, *, seed: int, nbytes: int, repeats: int = 3) -> dict:
+    """The schedule over ``nbytes`` each way: ``correct`` and ``message`` (every run's output checked, fresh
+    inputs each run), ``total_ms`` (best of ``repeats``), ``serial_ms`` (the four stages over the whole array,
+    each timed alone), ``ratio``, ``ideal_ms`` (from those stage times split into the schedule's chunks) and
+    the ``spans`` of one more run."""
+    n = int(nbytes) // 4
+    bufs = _Buffers(n)
+    _, hold = case_verdict(schedule, n)
+    if hold is not None:   # the parent ran the correctness cases first; never time a racy schedule
+        return {"correct": False, "message": order_message(sched.missing_dependencies(
+            schedule, len(chunk_bounds(n, schedule["chunks"]))))}
+    times = []
+    for r in range(repeats + 1):   # the first run warms up (streams, events, the kernels' first launch)
+        bufs.fresh(seed + r)
+        ms = run_schedule(schedule, bufs)
+        res = _check(bufs)
+        if not res:
+            return {"correct": False, "message": res.message}
+        times.append(ms)
+    tl = Timeline()
+    run_schedule(schedule, bufs, timeline=tl)
+    st = {stage: _stage_ms(stage, bufs) for stage in sched.STAGES}
+    serial = sum(st.values())
+    total = min(times[1:])
+    c = len(chunk_bounds(n, schedule["chunks"]))
+    ideal = ideal_pipeline_ms(st["h2d"] / c, (st["produce"] + st["consume"]) / c, st["d2h"] / c, c)
+    return {"correct": True, "message": "", "total_ms": total, "serial_ms": serial, "ratio": total / serial,
+            "ideal_ms": ideal, "spans": tl.spans(), "streams": schedule["streams"], "chunks": c}

@@ -1,0 +1,290 @@
+"""Chapter 03's ``two_stage``: a stream schedule written as data (course.schedule), checked in the parent,
+its order analysed by the driver (drivers.two_stage) and its overlap timed. CPU tier: the schedule's checks
+and plan are pure Python, and the grading children use the fake harness, whose driver gives the real order
+verdict (`drivers.two_stage.case_verdict`) without running anything. The GPU tier: test_two_stage_gpu.py."""
+import json
+import re
+
+import pytest
+
+from ag_helpers import ROOT
+
+from autograder import CallExercise, Status, get_exercise, grade_path, grade_source
+from autograder.call_pipeline import call_pipeline_step
+from autograder.extract import cuda_cell_name
+from course import schedule as sched
+from drivers import two_stage
+
+CH, NAME = "03_streams", "two_stage"
+REFERENCE = (ROOT / "solutions" / CH / f"{NAME}.py").read_text()
+CORPUS = ROOT / "tests" / "autograder" / "corpus" / CH / NAME
+
+
+def schedule(**kw):
+    base = {"streams": 2, "chunks": 16, "stream": {st: [0, 1] for st in sched.STAGES}}
+    base.update(kw)
+    return base
+
+
+REF = sched.parse_schedule_cell(REFERENCE, NAME)
+ONE_STREAM = schedule(streams=1, stream={st: 0 for st in sched.STAGES})
+NO_EVENT = schedule()   # chunk c on stream c % 2, nothing between the streams
+
+
+def text(s: dict) -> str:
+    return json.dumps(s)
+
+
+# --- the schedule as data: reading and checking (no GPU) -------------------------------------------
+
+@pytest.mark.parametrize("bad, says", [
+    (schedule(stream={"h2d": 0, "produce": 0, "consume": 0, "d2h": 0, "compute": 0}),
+     "'compute', which is not a stage"),
+    (schedule(stream={"h2d": 0, "produce": 0, "consume": 0}), "no stream for d2h"),
+    (schedule(stream={**NO_EVENT["stream"], "consume": [0, 2]}), "stream 2, but the schedule has 2 streams"),
+    (schedule(stream={**NO_EVENT["stream"], "consume": []}), "non-empty list of ints"),
+    (schedule(wait={"consume": ["produced"]}), "'produced', which is never recorded"),
+    (schedule(record={"produced": "produce"}, wait={"konsume": ["produced"]}), "'konsume', which is not a stage"),
+    (schedule(record={"done": "d2h"}, wait={"consume": ["done"]}), "recorded after d2h"),
+    (schedule(record={"p": "produce"}, wait={"produce": ["p"]}), "recorded after produce"),
+    (schedule(record={"p": "produce"}, wait={"consume": ["p[c+1]"]}), "earlier chunks'"),
+    (schedule(record={"p": "cook"}), "'cook', which is not a stage"),
+    (schedule(streams=0), "'streams' should be an int from 1 to 16"),
+    (schedule(chunks=1000), "'chunks' should be an int from 1 to 256"),
+    ({"streams": 2, "chunks": 4}, "missing: stream"),
+    (schedule(events={}), "not schedule fields: 'events'"),
+])
+def test_malformed_schedules_are_refused_with_a_reason(bad, says):
+    """Does each malformed schedule get a message that names what is wrong (a teacher's, not a traceback)?"""
+    problem = two_stage.check_schedule(NAME, bad)
+    assert says in problem, problem
+
+
+def test_well_formed_schedules_pass_the_check():
+    for s in (REF, ONE_STREAM, NO_EVENT):
+        assert two_stage.check_schedule(NAME, s) == ""
+
+
+@pytest.mark.parametrize("cell, says", [
+    ("%%streams --name two_stage\n{\n    // YOUR CODE HERE\n}", "not filled in"),
+    ("SCHEDULE = dict(streams=2)", "literal"),
+    ("import os\nos.system('true')", "literal"),
+    ("x = 1", "no schedule found"),
+    ("{'streams': 2,", "not a valid Python literal"),
+    ("[1, 2]", "should be a dict"),
+])
+def test_cells_that_are_not_a_schedule_are_refused(cell, says):
+    with pytest.raises(sched.ScheduleError, match=re.escape(says)):
+        sched.parse_schedule_cell(cell, NAME)
+
+
+def test_schedule_cell_reads_bare_dicts_assignments_and_tuples():
+    assert sched.parse_schedule_cell("SCHEDULE = " + text(REF), NAME) == REF
+    assert sched.parse_schedule_cell("%%streams --name two_stage\n" + text(REF), NAME) == REF
+    assert sched.parse_schedule_cell('{"stream": {"h2d": (0, 1)}}', NAME) == {"stream": {"h2d": [0, 1]}}
+
+
+# --- the order: plan and happens-before ------------------------------------------------------------
+
+def test_plan_issues_chunk_by_chunk_with_waits_before_and_records_after():
+    assert sched.plan(REF, 2) == [
+        ("stage", 0, "h2d", 0), ("stage", 0, "produce", 0), ("record", 0, "produced", 0),
+        ("stage", 0, "consume", 0), ("stage", 0, "d2h", 0),
+        ("stage", 1, "h2d", 1), ("stage", 1, "produce", 1), ("record", 1, "produced", 1),
+        ("wait", 1, "produced", 0), ("stage", 1, "consume", 1), ("stage", 1, "d2h", 1)]
+
+
+@pytest.mark.parametrize("s, missing", [
+    (REF, []),
+    (ONE_STREAM, []),
+    (NO_EVENT, [("produce", 1, "consume", 1)]),
+    # the brief's schedule: consume of c on the stream of produce of c - 1, one event for this chunk's produce
+    (schedule(stream={"h2d": [0, 1], "produce": [0, 1], "consume": [1, 0], "d2h": [1, 0]},
+              record={"p": "produce"}, wait={"consume": ["p"]}), []),
+    (schedule(stream={"h2d": [0, 1], "produce": [0, 1], "consume": [1, 0], "d2h": [1, 0]}),
+     [("produce", 0, "consume", 0)]),
+    # a copy stream and a compute stream: every hand-over needs its event
+    (schedule(stream={"h2d": 0, "produce": 1, "consume": 1, "d2h": 0}),
+     [("h2d", 0, "produce", 0), ("consume", 0, "d2h", 0)]),
+    (schedule(stream={"h2d": 0, "produce": 1, "consume": 1, "d2h": 0}, record={"in": "h2d", "out": "consume"},
+              wait={"produce": "in", "d2h": ["out"]}), []),
+    # waiting for the event of a chunk two back orders nothing about the previous one
+    (schedule(record={"p": "produce"}, wait={"consume": ["p[c-2]"]}), [("produce", 1, "consume", 1)]),
+])
+def test_missing_dependencies_follow_stream_order_and_waits(s, missing):
+    """Does the happens-before analysis find exactly the reads the schedule leaves unordered?"""
+    assert two_stage.check_schedule(NAME, s) == ""
+    got = [(m.dep.producer, m.dep.back, m.dep.consumer, m.chunk) for m in sched.missing_dependencies(s, 16)]
+    assert got == missing
+
+
+def test_one_chunk_has_no_neighbour_to_wait_for():
+    assert sched.missing_dependencies(NO_EVENT, 1) == []
+    assert two_stage.case_verdict(NO_EVENT, 1) == ([], None)
+
+
+def test_the_driver_holds_back_the_producer_of_the_first_unordered_read():
+    missing, hold = two_stage.case_verdict(NO_EVENT, 4099)
+    assert hold == ("produce", 0) and missing[0].consumer_stream == 1 and missing[0].producer_stream == 0
+    msg = sched.dependency_message(missing[0])
+    assert "consume of chunk 1" in msg and "produce of chunk 0" in msg and "produced" not in msg
+    assert '"wait": {"consume": ["NAME[c-1]"]}' in msg and "14 more chunks" in msg
+
+
+def test_expected_output_reads_the_left_neighbour():
+    import numpy as np
+    x = np.array([1.0, 2.0, -1.0])
+    t = x * (x * x - 0.5)
+    assert np.allclose(two_stage.expected(x), [t[0], t[1] + 0.5 * t[0], t[2] + 0.5 * t[1]])
+
+
+# --- the spec and the notebook -------------------------------------------------------------------
+
+def test_spec_is_a_data_exercise_with_overlap_points():
+    ex = get_exercise(CH, NAME)
+    assert isinstance(ex, CallExercise) and ex.magic == "%%streams"
+    assert ex.max_points == ex.points.correctness + ex.pipeline.points == 8
+    assert ex.resolve("checker") is two_stage.check_schedule
+    assert cuda_cell_name("%%streams --name two_stage\n{}") == NAME
+    assert cuda_cell_name("%%streams\n{}") is None
+
+
+def test_spec_refuses_a_broken_pipeline():
+    import dataclasses
+    from pathlib import Path
+
+    from autograder.loader import validate
+    from autograder.spec import SpecError
+    ex = get_exercise(CH, NAME)
+    with pytest.raises(SpecError, match="pipeline"):
+        validate(dataclasses.replace(ex, pipeline=dataclasses.replace(ex.pipeline, full_at=0.9)), Path(f"{CH}.py"))
+    with pytest.raises(SpecError, match="pipeline"):
+        validate(dataclasses.replace(ex, pipeline=dataclasses.replace(ex.pipeline, driver="drivers.two_stage:nope")),
+                 Path(f"{CH}.py"))
+    with pytest.raises(SpecError, match="magic"):
+        validate(dataclasses.replace(ex, magic="streams"), Path(f"{CH}.py"))
+
+
+# --- grading through the parent and the (fake) children -------------------------------------------
+
+def test_reference_schedule_gets_full_marks(fake_harness):
+    r = grade_source(CH, NAME, REFERENCE)
+    assert r.status == Status.PASSED and r.points == r.max_points == 8, r.feedback()
+    ex = get_exercise(CH, NAME)
+    assert len(r.sizes) == len(ex.sizes) + ex.hidden_sizes and r.pipeline.streams == 2
+
+
+def test_one_stream_is_correct_and_gets_no_overlap_points(fake_harness):
+    r = grade_source(CH, NAME, text(ONE_STREAM))
+    assert r.status == Status.SLOW and r.points == get_exercise(CH, NAME).points.correctness, r.feedback()
+    assert "more than one stream" in r.reason
+
+
+def test_missing_wait_fails_with_the_dependency_named(fake_harness):
+    r = grade_source(CH, NAME, text(NO_EVENT))
+    assert r.status == Status.FAILED and r.points == 0, r.feedback()
+    assert "consume of chunk 1 reads the last tmp value of the previous chunk" in r.reason
+    assert r.pipeline is None   # never timed
+    public = [s.status for s in r.sizes if not s.hidden]
+    assert public == [Status.PASSED, Status.FAILED, Status.FAILED]  # n = 1: one chunk, nothing crosses
+
+
+def test_no_speed_grades_correctness_only(fake_harness):
+    r = grade_source(CH, NAME, REFERENCE, speed=False)
+    assert r.status == Status.UNTIMED and r.points == 4, r.feedback()
+
+
+def test_malformed_schedule_is_refused_before_any_child(fake_harness):
+    r = grade_source(CH, NAME, text(schedule(wait={"consume": ["produced"]})))
+    assert r.status == Status.FAILED and r.points == 0 and not r.sizes
+    assert "never recorded" in r.reason
+
+
+def test_schedule_is_read_from_its_tagged_notebook_cell(fake_harness, tmp_path):
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {"tags": [f"call:{NAME}"]}, "outputs": [], "execution_count": None,
+         "source": f"%%streams --name {NAME}\n" + REFERENCE}]}
+    path = tmp_path / f"{CH}.ipynb"
+    path.write_text(json.dumps(nb))
+    rep = grade_path(path, chapter=CH, exercise=NAME)
+    assert [(e.exercise, e.points) for e in rep.exercises] == [(NAME, 8.0)]
+
+
+# --- the corpus: schedules with the verdict on their first line ------------------------------------
+
+def corpus_cases():
+    return sorted(CORPUS.glob("*.py"))
+
+
+def expectation(path) -> dict:
+    first = path.read_text().splitlines()[0]
+    m = re.match(r"#\s*expect:\s*status=(\S+)\s+points=(\S+)(?:\s+reason~=\"(.*)\")?\s*$", first)
+    assert m, f"{path}: first line should be # expect: status=... points=... [reason~=\"regex\"]"
+    return {"status": m.group(1), "points": float(m.group(2)), "reason": m.group(3)}
+
+
+def test_corpus_has_the_attacks():
+    names = {p.stem for p in corpus_cases()}
+    assert {"missing_wait_hidden_by_luck", "one_stream", "wait_never_recorded"} <= names
+
+
+@pytest.mark.parametrize("path", corpus_cases(), ids=lambda p: p.stem)
+def test_corpus_verdict(fake_harness, path):
+    exp = expectation(path)
+    r = grade_source(CH, NAME, path.read_text())
+    assert (r.status, r.points) == (exp["status"], exp["points"]), r.feedback()
+    assert not exp["reason"] or re.search(exp["reason"], r.reason, re.S), r.reason
+
+
+# --- the pipeline step in the run child ------------------------------------------------------------
+
+def _driver(ratios, wrong_at=None):
+    calls = []
+
+    def drive(name, call, *, seed, nbytes):
+        calls.append(call)
+        if call is REF:
+            return {"correct": True, "ratio": 0.58, "streams": 2, "chunks": 16}
+        if wrong_at is not None and len(calls) - 1 == wrong_at:
+            return {"correct": False, "message": "out: 3 of 67108864 values wrong"}
+        r = ratios[min(len(calls) - 2, len(ratios) - 1)]
+        return {"correct": True, "total_ms": 10 * r, "serial_ms": 10.0, "ratio": r, "ideal_ms": 5.3,
+                "spans": [("stream 0", "H2D", 0.0, 1.0)], "streams": 2, "chunks": 8}
+    return drive, calls
+
+
+def _alone():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def test_pipeline_step_measures_again_near_a_boundary():
+    ex = get_exercise(CH, NAME)
+    drive, calls = _driver([ex.pipeline.full_at * 1.01, ex.pipeline.full_at * 0.99])
+    out = call_pipeline_step(ex, drive, NO_EVENT, REF, 7, _alone)
+    assert out["status"] == "ok" and out["pipeline"]["rounds"] == 2 and calls[0] is REF
+    assert out["pipeline"]["reference_ratio"] == 0.58 and out["pipeline"]["chunks"] == 8
+
+
+def test_pipeline_step_fails_a_wrong_timed_run_and_blames_a_wrong_reference():
+    ex = get_exercise(CH, NAME)
+    drive, _ = _driver([0.58], wrong_at=1)
+    out = call_pipeline_step(ex, drive, NO_EVENT, REF, 7, _alone)
+    assert out["status"] == "failed" and "3 of 67108864" in out["message"]
+
+    def broken(name, call, *, seed, nbytes):
+        return {"correct": False, "message": "nan"}
+    assert call_pipeline_step(ex, broken, NO_EVENT, REF, 7, _alone)["status"] == "grader error"
+
+
+# --- the %%streams magic, without a GPU ------------------------------------------------------------
+
+def test_streams_magic_checks_form_and_order_without_a_gpu(capsys):
+    from course import _magic
+    assert _magic.streams_cell(f"--name {NAME}", REFERENCE) is True
+    out = capsys.readouterr().out
+    assert "every read is ordered" in out and "stream 1:   wait for produced[0]" in out
+    assert _magic.streams_cell(f"--name {NAME}", text(NO_EVENT)) is False
+    assert "nothing makes it wait" in capsys.readouterr().out
+    assert _magic.streams_cell(f"--name {NAME}", text(schedule(wait={"d2h": "x"}))) is False
+    assert "never recorded" in capsys.readouterr().out
