@@ -14,7 +14,7 @@ import re
 
 from .device import context_alive
 
-__all__ = ["classify_cuda_error", "module_load_problem", "share_gpu", "is_out_of_memory",
+__all__ = ["classify_cuda_error", "module_load_problem", "share_gpu", "gpu_shared", "is_out_of_memory",
            "call_out_of_memory"]
 
 _STICKY = [
@@ -32,9 +32,9 @@ _STICKY = [
     (r"LAUNCH_TIMEOUT|timed out", "the kernel ran into the display watchdog timeout."),
 ]
 _OUT_OF_MEMORY = r"OutOfMemoryError|OUT_OF_MEMORY|out of memory|MemoryAllocation"
-# whether other gradings may hold memory on this child's GPU now; each run child sets it (`share_gpu`), and
-# until then an out-of-memory is not charged to the student
-_GPU_SHARED = True
+# the run child's GPU lock (gpulock.GpuLock), given by `share_gpu`: gradings that share a GPU share a lock
+# folder, a lone grading has none. Until it is given, an out-of-memory is not charged to the student.
+_LOCK = None
 _REFUSED = [
     (r"OUT_OF_RESOURCES|too many resources",
      "the GPU refused the launch: this block size needs more registers (or shared memory) than an SM has. "
@@ -65,10 +65,15 @@ def classify_cuda_error(exc: BaseException, label: str, geo) -> dict:
     return {"status": "crashed", "message": f"crashed {where}: {text}", "fatal": True}
 
 
-def share_gpu(shared: bool) -> None:
-    """Tell this grading child whether other gradings share its GPU (True) or it has the GPU to itself."""
-    global _GPU_SHARED
-    _GPU_SHARED = bool(shared)
+def share_gpu(lock) -> None:
+    """Give this grading child's GPU lock: other gradings share the GPU exactly when it has lock files."""
+    global _LOCK
+    _LOCK = lock
+
+
+def gpu_shared() -> bool:
+    """Whether other gradings may hold memory on this child's GPU now (True until `share_gpu` is called)."""
+    return _LOCK is None or _LOCK.fds is not None
 
 
 def is_out_of_memory(text: str) -> bool:
@@ -77,7 +82,7 @@ def is_out_of_memory(text: str) -> bool:
 
 
 def _out_of_memory(text: str, where: str) -> dict:
-    if _GPU_SHARED:
+    if gpu_shared():
         return {"status": "grader error", "fatal": True, "message": (
             f"the GPU ran out of memory {where} ({text}) in a batch, where other gradings share the GPU; "
             "their buffers may be what filled it, so this is not charged to you: the kernel is graded once "
@@ -92,11 +97,18 @@ def _out_of_memory(text: str, where: str) -> dict:
 
 
 def call_out_of_memory(text: str, label: str) -> dict:
-    """A library call that ran out of device memory: the buffers and the library's workspace are the
-    grader's, never the student's doing, so a grader error (graded again, alone in a batch)."""
+    """A library call (or a grader-owned driver) that ran out of device memory: the buffers and the library's
+    workspace are the grader's, never the student's doing, so a grader error. Beside other gradings the batch
+    grades it again with the GPU to itself; alone, what else holds the GPU is the grader's machine's."""
+    if gpu_shared():
+        then = ("other gradings share the GPU in this batch and their buffers may be what filled it; the batch "
+                "grades it once more with the GPU to itself.")
+    else:
+        then = ("no other grading was on the GPU, so another program holds its memory: close other programs "
+                "using the GPU (a notebook kernel, say) and grade again.")
     return {"status": "grader error", "message": (
         f"the GPU ran out of memory making the call at {label} ({text}): the grader's buffers and the "
-        "library's workspace did not fit beside what else was on the GPU. Not charged to you; graded again.")}
+        f"library's workspace did not fit beside what else was on the GPU. Not charged to you: {then}")}
 
 
 def module_load_problem(exc: BaseException) -> str:

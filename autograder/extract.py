@@ -23,6 +23,7 @@ import shlex
 from pathlib import Path
 
 from .launchcfg import LaunchDataError, parse_launch_cell
+from .spec import DATA_MAGICS
 
 __all__ = ["Submission", "NotebookError", "MAX_FILE_BYTES", "cells_of", "extract_cells", "cuda_cell_name", "graded_call",
            "strip_magic", "body_first_line", "read_notebook", "collect_submissions", "find_submissions"]
@@ -144,13 +145,13 @@ def body_first_line(source) -> int:
 
 
 def cuda_cell_name(source) -> str | None:
-    """The exercise key of a ``%%cuda`` cell (its --name, or its first kernel's name) or of a
-    ``%%cublas --name NAME`` or ``%%streams --name NAME`` cell (data cells of a `CallExercise`); None otherwise
+    """The exercise key of a ``%%cuda`` cell (its --name, or its first kernel's name) or of a data cell
+    ``%%cublas --name NAME`` or ``%%streams --name NAME`` (`spec.DATA_MAGICS`: a `CallExercise`'s); None otherwise
     (also for anything that is not a string)."""
     if not isinstance(source, str):
         return None
     first = source.lstrip().split("\n", 1)[0][:_MAGIC_LINE_CHARS]
-    magic = next((m for m in ("%%cuda", "%%cublas", "%%streams") if first.startswith(m)), None)
+    magic = next((m for m in ("%%cuda",) + DATA_MAGICS if first.startswith(m)), None)
     if magic is None:
         return None
     try:

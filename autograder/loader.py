@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .spec import check_launch_result, reference_source  # noqa: F401  (re-exported)
-from .spec import (PARTIAL_STEP, PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out, Pipeline,
-                   Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
+from .spec import (DATA_MAGICS, PARTIAL_STEP, PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out,
+                   Pipeline, Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
 
 __all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
@@ -504,8 +504,10 @@ def _validate_call(ex: CallExercise, where) -> None:
             raise where.error("sizes", f"every case should map size names to positive ints; got {case!r}")
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2):
         raise where.error("min_cc", f"should be a (major, minor) tuple; got {ex.min_cc!r}")
-    if not (isinstance(ex.magic, str) and re.fullmatch(r"%%[a-z]+", ex.magic)):
-        raise where.error("magic", f"should be the cell magic, such as '%%cublas'; got {ex.magic!r}")
+    if ex.magic not in DATA_MAGICS:
+        raise where.error("magic", f"should be a data cell's magic, one of {', '.join(DATA_MAGICS)}; got {ex.magic!r}")
+    if not isinstance(ex.grader_owned, bool):
+        raise where.error("grader_owned", f"should be True or False; got {ex.grader_owned!r}")
     _validate_call_pipeline(ex, where)
     path = ex.solutions_dir / ex.solution_file
     if not path.is_file():

@@ -20,7 +20,7 @@ __all__ = [
     "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points", "Pipeline", "Exercise",
     "CallExercise", "L2Multiple",
     "LARGER_THAN_L2", "SpecError", "cdiv", "did_you_mean", "evaluate", "names_in", "shape_of",
-    "POISON_DEFAULT", "PEAKS", "LARGE_LITERAL_BYTES", "PARTIAL_STEP",
+    "POISON_DEFAULT", "PEAKS", "LARGE_LITERAL_BYTES", "PARTIAL_STEP", "DATA_MAGICS",
 ]
 
 POISON_DEFAULT = "poison"
@@ -457,6 +457,11 @@ class Exercise:
         return max(self.sizes, key=lambda c: self.array_bytes(c))
 
 
+DATA_MAGICS = ("%%cublas", "%%streams")
+"""The cell magics of data cells (a `CallExercise`'s ``magic``), each a magic of `course` (course/_magic.py):
+the loader accepts these only, and extract.py finds a data cell by them."""
+
+
 @dataclasses.dataclass
 class CallExercise:
     """One graded library call: the student writes its arguments as a literal dict (a cell tagged
@@ -472,6 +477,10 @@ class CallExercise:
     the cell; ``magic`` is the cell's first word (``%%cublas`` for chapter 10's calls, ``%%streams`` for
     chapter 03's schedule). With a ``pipeline``, its ``driver`` (``(name, call, *, seed, nbytes) -> dict`` with
     the keys of `course.streams.pipeline_report`) is timed once the cases pass, as a kernel's pipeline.
+
+    ``grader_owned``: the driver runs only the grader's kernels, buffers and copies, and the student's data
+    merely orders them (chapter 03's schedule), so an exception from it is a grader error. False (a library
+    call such as cuBLAS's): the student's arguments can fault the GPU, a "crashed" verdict.
     """
 
     name: str
@@ -488,6 +497,7 @@ class CallExercise:
     partial: None = None    # all-or-nothing: no call case is larger than L2, so there is no group to drop
     parser: str = "course.calls:parse_call_cell"
     magic: str = "%%cublas"
+    grader_owned: bool = False
     # hidden sizes, as for `Exercise`; ``case_bytes(sizes)`` is what a case's buffers take (for the cap)
     hidden_sizes: int = 3
     tile: dict = dataclasses.field(default_factory=dict)

@@ -9,7 +9,8 @@ Importing it touches no GPU; functions that need one raise `NoGPUError` with a c
 from ._cells import CudaCell, lesson_cell, lesson_cells, notebook_cells, solution_source
 from ._ceilings import Ceilings, ceilings, measure_ceilings, recorded_ceilings
 from ._check import CheckResult, assert_close, check, default_tolerance
-from ._compile import Program, Resources, arch_cc, compile_for_arch, declared_arch, normalize_arch, sass_of
+from ._compile import (Program, Resources, arch_cc, compile_for_arch, declared_arch, normalize_arch, sass_of,
+                       sass_opcodes)
 from ._env import (FEATURES, DeviceInfo, device_info, gpu_available, gpu_slug, no_gpu_message, require,
                    supports)
 from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, LaunchError, NoGPUError
@@ -30,5 +31,5 @@ __all__ = [
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "lesson_cell", "lesson_cells", "load_ipython_extension", "measure_ceilings",
     "missing_headers", "no_gpu_message", "notebook_cells", "pcie_link", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
-    "sass_of", "sm_clock_mhz", "solution_source", "supports",
+    "sass_of", "sass_opcodes", "sm_clock_mhz", "solution_source", "supports",
 ]

@@ -7,6 +7,7 @@ numbered source. Results are cached on disk, keyed by everything that changes th
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -22,7 +23,7 @@ from ._errors import CompileError
 from ._headers import include_dirs
 from ._signature import parse_kernels
 
-__all__ = ["Program", "Resources", "compile_for_arch", "declared_arch", "cache_dir", "sass_of", "normalize_arch", "arch_cc",
+__all__ = ["Program", "Resources", "compile_for_arch", "declared_arch", "cache_dir", "sass_of", "sass_opcodes", "normalize_arch", "arch_cc",
            "DEFAULT_OPTIONS", "LOCAL_MEMORY_NOTE", "resource_lines"]
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
@@ -417,3 +418,25 @@ def sass_of(cubin: bytes) -> str:
                                     + _NO_DISASSEMBLER)
         raise RuntimeError(f"{Path(tool).name} failed on this cubin: {r.stderr.strip()}")
     return r.stdout
+
+
+# One instruction line of nvdisasm (or cuobjdump): its address, an optional guard predicate
+# (@P0, @!UP1, @PT), then the mnemonic with its modifiers (LDG.E.CONSTANT).
+_SASS_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+_SASS_KERNEL = re.compile(r"\.text\.(\w+)")
+
+
+def sass_opcodes(sass: str, *, modifiers: bool = False) -> dict:
+    """Count the instructions of a disassembly (the text `sass_of` returns), kernel by kernel.
+
+    Returns ``{kernel: collections.Counter}`` keyed by opcode: ``"LDG"`` for ``LDG.E.CONSTANT``, or the
+    whole mnemonic with ``modifiers=True``. A kernel is a `.text.<name>` section of the disassembly;
+    instructions before the first one are not counted.
+    """
+    ops, kernel = {}, None
+    for line in sass.splitlines():
+        if (m := _SASS_INSTRUCTION.search(line)) and kernel is not None:
+            kernel[m.group(1) + (m.group(2) if modifiers else "")] += 1
+        elif m is None and (k := _SASS_KERNEL.search(line)):
+            kernel = ops.setdefault(k.group(1), collections.Counter())
+    return ops

@@ -176,7 +176,7 @@ def _held(factory):
 
 def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 100,
                 rel_noise: float = 0.02, budget_s: float = 2.0, flush_l2: bool = True, stream=None,
-                on_sample=None, around_pass=None, _backend=None) -> dict:
+                on_sample=None, around_pass=None, max_wait_s=None, _backend=None) -> dict:
     """Time several callables round-robin so clock drift and thermal changes hit all alike.
 
     Parameters
@@ -191,6 +191,10 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
         running, each followed by its ``on_sample``) and nothing else. The grader passes its GPU lock:
         other processes' kernels run between passes but never during one. Only the time inside the holds
         counts against ``budget_s``: waiting for the lock is not measuring.
+    max_wait_s : float, optional
+        Once every callable has ``min_samples``, stop when the waits for ``around_pass`` have added up to
+        this (default ten times ``budget_s``): under a busy lock the samples already taken decide, rather
+        than a wait that could outlast the caller's deadline.
 
     Returns
     -------
@@ -212,10 +216,13 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
             for f in fns.values():
                 f()
         backend.sync()
-        elapsed = 0.0
+        elapsed = waited = 0.0
+        max_wait = 10 * budget_s if max_wait_s is None else max_wait_s
         while not all(stopped.values()):
+            asked = backend.now()
             with _held(around_pass):
                 t0 = backend.now()  # after the hold is granted: a wait for the GPU spends no budget
+                waited += t0 - asked
                 for name, f in fns.items():
                     if stopped[name]:
                         continue
@@ -231,6 +238,8 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
                     stopped[name] = should_stop(samples[name], elapsed, min_samples=min_samples,
                                                 max_samples=max_samples, rel_noise=rel_noise,
                                                 budget_s=budget_s)
+                    if not stopped[name] and waited >= max_wait and len(samples[name]) >= min_samples:
+                        stopped[name] = "waited"
         clock = backend.sm_clock()
     mhz = clock[0] if clock else None
     mx = clock[1] if clock else None

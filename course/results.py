@@ -14,6 +14,20 @@ from .plots import vs_ceiling
 __all__ = ["recorded_rows", "rows_of", "show_recorded", "plot_recorded"]
 
 
+def _suite_records(folder):
+    """(path, data) of every benchmark-suite record in ``folder``: the JSON files whose rows are the suite's
+    (each with a name and a unit); the same folder keeps other records with rows of their own, such as the
+    grading cost per chapter."""
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        rows = data.get("rows") if isinstance(data, dict) else None
+        if isinstance(rows, list) and all(isinstance(r, dict) and "name" in r and "unit" in r for r in rows):
+            yield path, data
+
+
 def recorded_rows(chapter: str) -> tuple:
     """(rows of ``chapter`` from the benchmark results, GPU name, ceilings dict) for CPU-only display.
 
@@ -21,12 +35,8 @@ def recorded_rows(chapter: str) -> tuple:
     none does.
     """
     from ._ceilings import results_dir
-    for f in sorted(results_dir().glob("*.json")):
-        try:
-            data = json.loads(f.read_text())
-        except ValueError:
-            continue
-        rows = [r for r in data.get("rows", []) if r.get("chapter") == chapter]
+    for f, data in _suite_records(results_dir()):
+        rows = [r for r in data["rows"] if r.get("chapter") == chapter]
         if rows:
             return rows, data.get("device", {}).get("name", f.stem), data.get("ceilings", {})
     return [], None, {}
@@ -69,11 +79,7 @@ def rows_of(chapters, results_dir=None) -> list:
     """Rows of ``chapters`` from every benchmarks/results/*.json (every GPU), each with its ``gpu`` name."""
     from ._ceilings import results_dir as default_dir
     out = []
-    for path in sorted(Path(results_dir or default_dir()).glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path, data in _suite_records(results_dir or default_dir()):
         gpu = data.get("device", {}).get("name", path.stem)
-        out += [dict(r, gpu=gpu) for r in data.get("rows", []) if r.get("chapter") in chapters]
+        out += [dict(r, gpu=gpu) for r in data["rows"] if r.get("chapter") in chapters]
     return out

@@ -28,11 +28,19 @@ import re
 
 from ._sources import cell_literal
 
-__all__ = ["STAGES", "DEPENDENCIES", "KEYS", "ScheduleError", "Dependency", "Missing", "parse_schedule_cell",
-           "check_schedule", "stream_of", "plan", "missing_dependencies", "dependency_message", "issue_order"]
+__all__ = ["STAGES", "DEPENDENCIES", "KEYS", "MAX_STREAMS", "MAX_CHUNKS", "MAX_EVENTS", "MAX_WAITS", "ScheduleError",
+           "Dependency", "Missing", "parse_schedule_cell", "check_schedule", "stream_of", "plan",
+           "missing_dependencies", "dependency_message", "issue_order"]
 
 STAGES = ("h2d", "produce", "consume", "d2h")
 KEYS = ("streams", "chunks", "stream", "record", "wait")
+# The caps of a schedule, here only: the %%streams magic, the grader's check (drivers.two_stage.LIMITS) and
+# the notebook read them from here. They keep a schedule (and the plan the host issues) small: a real one
+# needs a few streams, a few dozen chunks and one or two events.
+MAX_STREAMS = 16
+MAX_CHUNKS = 256
+MAX_EVENTS = 8      # event names in 'record'
+MAX_WAITS = 8       # events one stage waits for
 _REF = re.compile(r"^([A-Za-z_]\w*)(?:\[c(?:-(\d+))?\])?$")
 _EXAMPLE = '{"streams": 2, "chunks": 16, "stream": {...}, "record": {...}, "wait": {...}}'
 
@@ -108,9 +116,10 @@ def _parse_ref(ref: str):
     return (m.group(1), int(m.group(2) or 0)) if m else None
 
 
-def check_schedule(schedule, *, max_streams: int = 16, max_chunks: int = 256) -> str:
+def check_schedule(schedule, *, max_streams: int = MAX_STREAMS, max_chunks: int = MAX_CHUNKS) -> str:
     """'' when ``schedule`` is well formed, else what is wrong, as a teacher would say it. It does not judge
-    the order (`missing_dependencies` does)."""
+    the order (`missing_dependencies` does). Event names and each stage's waits are capped (`MAX_EVENTS`,
+    `MAX_WAITS`), and a stage's stream list holds at most ``max_chunks`` entries."""
     if not isinstance(schedule, dict):
         return f"the schedule should be a dict such as {_EXAMPLE}; got {type(schedule).__name__}"
     extra = [k for k in schedule if k not in KEYS]
@@ -122,12 +131,12 @@ def check_schedule(schedule, *, max_streams: int = 16, max_chunks: int = 256) ->
     for key, top in (("streams", max_streams), ("chunks", max_chunks)):
         v = schedule[key]
         if type(v) is not int or not 1 <= v <= top:
-            return f"{key!r} should be an int from 1 to {top}; got {v!r}."
+            return f"{key!r} should be an int from 1 to {top}; got {_short(v)}."
     s = schedule["streams"]
     streams = schedule["stream"]
     if not isinstance(streams, dict):
         return ("'stream' should map every stage to its stream, e.g. {\"h2d\": [0, 1], \"produce\": [0, 1], "
-                f"\"consume\": [0, 1], \"d2h\": [0, 1]}}; got {streams!r}")
+                f"\"consume\": [0, 1], \"d2h\": [0, 1]}}; got {_short(streams)}")
     problem = _stages_named(streams, "'stream'")
     if problem:
         return problem
@@ -139,7 +148,10 @@ def check_schedule(schedule, *, max_streams: int = 16, max_chunks: int = 256) ->
         pattern = v if isinstance(v, list) else [v]
         if not pattern or not all(type(x) is int for x in pattern):
             return (f"the stream of {st} should be an int or a non-empty list of ints (chunk c takes entry c % len); "
-                    f"got {v!r}.")
+                    f"got {_short(v)}.")
+        if len(pattern) > max_chunks:
+            return (f"the stream list of {st} has {len(pattern)} entries, more than the {max_chunks} chunks a "
+                    f"schedule may have: chunk c takes entry c % len, so a short pattern such as [0, 1] is enough.")
         bad = [x for x in pattern if not 0 <= x < s]
         if bad:
             return (f"{st} is put on stream {bad[0]}, but the schedule has {s} stream{'s' * (s != 1)}, numbered 0 to "
@@ -147,31 +159,50 @@ def check_schedule(schedule, *, max_streams: int = 16, max_chunks: int = 256) ->
     record = schedule.get("record", {})
     if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
         return ("'record' should map each event's name to the stage it is recorded after, e.g. "
-                f"{{\"produced\": \"produce\"}}; got {record!r}")
+                f"{{\"produced\": \"produce\"}}; got {_short(record)}")
+    if len(record) > MAX_EVENTS:
+        return (f"'record' names {len(record)} events; a schedule may record at most {MAX_EVENTS}. Each event is "
+                "recorded after its stage in every chunk, so one event per hand-over between streams is enough "
+                "(the reference needs one).")
     for ev, st in record.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", ev):
-            return f"the event name {ev!r} should be a plain name (letters, digits, _), such as \"produced\"."
+            return f"the event name {_short(ev)} should be a plain name (letters, digits, _), such as \"produced\"."
         if st not in STAGES:
-            return f"'record' puts {ev!r} after {st!r}, which is not a stage; the stages are {', '.join(STAGES)}."
+            return f"'record' puts {ev!r} after {_short(st)}, which is not a stage; the stages are {', '.join(STAGES)}."
     wait = schedule.get("wait", {})
     if not isinstance(wait, dict):
         return ("'wait' should map a stage to the events it waits for, e.g. {\"consume\": [\"produced\"]}; got "
-                f"{wait!r}")
+                f"{_short(wait)}")
     problem = _stages_named(wait, "'wait'")
     if problem:
         return problem
     for st, refs in wait.items():
-        for ref in (refs if isinstance(refs, list) else [refs]):
+        refs = refs if isinstance(refs, list) else [refs]
+        if len(refs) > MAX_WAITS:
+            return (f"{st} waits for {len(refs)} events; a stage may wait for at most {MAX_WAITS}. Wait only for "
+                    "the events whose stage writes what this stage reads.")
+        for ref in refs:
             problem = _check_ref(st, ref, record)
             if problem:
                 return problem
+        seen = [_parse_ref(r) for r in refs]
+        twice = next((r for i, r in enumerate(refs) if seen[i] in seen[:i]), None)
+        if twice is not None:
+            return (f"{st} waits for {twice!r} twice (in {_short(refs)}): a second wait for the same event orders "
+                    "nothing more. List each event once.")
     return ""
+
+
+def _short(x, limit: int = 120) -> str:
+    """``repr(x)``, cut to ``limit`` characters: a message quotes a value, never a whole huge one."""
+    r = repr(x)
+    return r if len(r) <= limit else r[:limit - 4] + " ..."
 
 
 def _check_ref(stage: str, ref, record: dict) -> str:
     parsed = _parse_ref(ref)
     if parsed is None:
-        return (f"{stage} waits for {ref!r}; write an event's name for this chunk's event (\"produced\") or "
+        return (f"{stage} waits for {_short(ref)}; write an event's name for this chunk's event (\"produced\") or "
                 "NAME[c-1] for the previous chunk's (\"produced[c-1]\"). A chunk can wait only for its own events "
                 "and earlier chunks': later chunks' are recorded after it is issued.")
     ev, back = parsed

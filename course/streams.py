@@ -21,7 +21,7 @@ from ._timing import benchmark
 __all__ = [
     "PIPELINE_N", "chunk_bounds", "ideal_pipeline_ms", "serial_pipeline_ms", "pipeline_schedule", "union_ms",
     "by_engine",
-    "overlap_summary", "Timeline", "PipelineBuffers", "run_pipeline", "stage_times", "offset_process",
+    "overlap_summary", "Timeline", "PipelineBuffers", "StreamClock", "run_pipeline", "stage_times", "offset_process",
     "pipeline_report",
 ]
 
@@ -184,11 +184,53 @@ class PipelineBuffers:
         import cupyx
         self.n = int(n)
         self.h_in = cupyx.empty_pinned(self.n, dtype=np.float32)
-        self.h_in[:] = np.random.default_rng(seed).uniform(-2.0, 2.0, self.n).astype(np.float32)
         self.h_out = cupyx.empty_pinned(self.n, dtype=np.float32)
-        self.h_out[:] = np.nan
         self.d_in = cupy.empty(self.n, dtype=cupy.float32)
         self.d_out = cupy.empty(self.n, dtype=cupy.float32)
+        self.fill(seed)
+
+    def fill(self, seed: int) -> None:
+        """New inputs in [-2, 2) drawn from ``seed``, and NaN in the host output (a value never copied back
+        shows)."""
+        self.h_in[:] = np.random.default_rng(seed).uniform(-2.0, 2.0, self.n).astype(np.float32)
+        self.h_out[:] = np.nan
+
+    def h2d(self, off: int, cnt: int, stream) -> None:
+        """Enqueue the copy of ``cnt`` inputs from ``off`` into ``d_in`` on ``stream``."""
+        from cupy.cuda import runtime
+        item = self.h_in.itemsize
+        runtime.memcpyAsync(self.d_in.data.ptr + off * item, self.h_in.ctypes.data + off * item, cnt * item,
+                            runtime.memcpyHostToDevice, stream.ptr)
+
+    def d2h(self, off: int, cnt: int, stream) -> None:
+        """Enqueue the copy of ``cnt`` outputs from ``off`` of ``d_out`` back to the host on ``stream``."""
+        from cupy.cuda import runtime
+        item = self.h_out.itemsize
+        runtime.memcpyAsync(self.h_out.ctypes.data + off * item, self.d_out.data.ptr + off * item, cnt * item,
+                            runtime.memcpyDeviceToHost, stream.ptr)
+
+
+class StreamClock:
+    """The ms from a start that every stream waits for to a stop after all of them: made before the work is
+    issued on ``streams``, `stop` after. Events on one control stream, so the time covers every stream."""
+
+    def __init__(self, streams):
+        import cupy
+        self._cupy = cupy
+        self._streams = list(streams)
+        self._ctl = cupy.cuda.Stream(non_blocking=True)
+        self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
+        self._start.record(self._ctl)
+        for s in self._streams:
+            s.wait_event(self._start)  # no stream begins before the clock starts
+
+    def stop(self) -> float:
+        """Join every stream on the control stream, wait for the stop, and return the elapsed ms."""
+        for s in self._streams:
+            self._ctl.wait_event(s.record())
+        self._stop.record(self._ctl)
+        self._stop.synchronize()
+        return self._cupy.cuda.get_elapsed_time(self._start, self._stop)
 
 
 def run_pipeline(process, bufs: PipelineBuffers, *, n_streams: int, n_chunks: int, streams=None,
@@ -207,58 +249,39 @@ def run_pipeline(process, bufs: PipelineBuffers, *, n_streams: int, n_chunks: in
         When given, every copy and kernel is recorded as a span in lane "stream k".
     """
     import cupy
-    from cupy.cuda import runtime
     if n_streams < 1:
         raise ValueError(f"`n_streams` should be at least 1; got {n_streams}")
     streams = streams or [cupy.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
     if len(streams) < n_streams:
         raise ValueError(f"{len(streams)} streams given for `n_streams`={n_streams}")
-    item = bufs.h_in.itemsize
-    ctl = cupy.cuda.Stream(non_blocking=True)
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record(ctl)
-    for s in streams[:n_streams]:
-        s.wait_event(start)  # no stream begins before the clock starts
+    clock = StreamClock(streams[:n_streams])
     null = contextlib.nullcontext()
     for c, (off, cnt) in enumerate(chunk_bounds(bufs.n, n_chunks)):
         k = c % n_streams
         s = streams[k]
         lane = f"stream {k}"
-        nb = cnt * item
         with (timeline.span(s, lane, "H2D") if timeline else null):
-            runtime.memcpyAsync(bufs.d_in.data.ptr + off * item, bufs.h_in.ctypes.data + off * item, nb,
-                                runtime.memcpyHostToDevice, s.ptr)
+            bufs.h2d(off, cnt, s)
         with (timeline.span(s, lane, "kernel") if timeline else null):
             process(bufs.d_in, bufs.d_out, off, cnt, s)
         with (timeline.span(s, lane, "D2H") if timeline else null):
-            runtime.memcpyAsync(bufs.h_out.ctypes.data + off * item, bufs.d_out.data.ptr + off * item, nb,
-                                runtime.memcpyDeviceToHost, s.ptr)
-    for s in streams[:n_streams]:
-        ev = cupy.cuda.Event()
-        ev.record(s)
-        ctl.wait_event(ev)
-    stop.record(ctl)
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop)
+            bufs.d2h(off, cnt, s)
+    return clock.stop()
 
 
 def stage_times(process, bufs: PipelineBuffers, chunk: int, *, budget_s: float = 1.0, duplex: bool = False) -> dict:
     """Median ms of each stage for one chunk of ``chunk`` items, each measured alone; with ``duplex``,
     also ``both``: a chunk's H2D and a chunk's D2H issued at once on two streams."""
     import cupy
-    from cupy.cuda import runtime
-    nb = chunk * bufs.h_in.itemsize
 
     def h2d():
-        runtime.memcpyAsync(bufs.d_in.data.ptr, bufs.h_in.ctypes.data, nb, runtime.memcpyHostToDevice,
-                            cupy.cuda.get_current_stream().ptr)
+        bufs.h2d(0, chunk, cupy.cuda.get_current_stream())
 
     def kern():
         process(bufs.d_in, bufs.d_out, 0, chunk, cupy.cuda.get_current_stream())
 
     def d2h():
-        runtime.memcpyAsync(bufs.h_out.ctypes.data, bufs.d_out.data.ptr, nb, runtime.memcpyDeviceToHost,
-                            cupy.cuda.get_current_stream().ptr)
+        bufs.d2h(0, chunk, cupy.cuda.get_current_stream())
     out = {"h2d": benchmark(h2d, flush_l2=False, budget_s=budget_s, name="H2D").median_ms,
            "kernel": benchmark(kern, budget_s=budget_s, name="kernel").median_ms,
            "d2h": benchmark(d2h, flush_l2=False, budget_s=budget_s, name="D2H").median_ms}
@@ -268,9 +291,8 @@ def stage_times(process, bufs: PipelineBuffers, chunk: int, *, budget_s: float =
         def both():
             main = cupy.cuda.get_current_stream()
             side.wait_event(main.record())   # the timed region starts on `main`: fork from it
-            runtime.memcpyAsync(bufs.d_in.data.ptr, bufs.h_in.ctypes.data, nb, runtime.memcpyHostToDevice, main.ptr)
-            runtime.memcpyAsync(bufs.h_out.ctypes.data, bufs.d_out.data.ptr, nb, runtime.memcpyDeviceToHost,
-                                side.ptr)
+            bufs.h2d(0, chunk, main)
+            bufs.d2h(0, chunk, side)
             main.wait_event(side.record())   # and join, so the end event waits for both copies
         out["both"] = benchmark(both, flush_l2=False, budget_s=budget_s, name="H2D + D2H").median_ms
     return out

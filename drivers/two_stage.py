@@ -2,9 +2,11 @@
 with the grader's own kernels, buffers and copies.
 
 Per chunk: ``h2d`` copies the chunk of the pinned input into ``d_in``; ``produce`` writes
-``tmp = x * (x*x - 0.5)``; ``consume`` writes ``out[i] = tmp[i] + 0.5 * tmp[i - 1]`` (``tmp[-1]`` taken as 0),
-so the first value of a chunk reads the previous chunk's last ``tmp``; ``d2h`` copies the chunk of ``out`` back.
-Each array is whole (one slot per element), so the only hazards are a read before its write.
+``tmp = x * (x*x - 0.5)`` (chapter 03's reference ``process_chunk``, compiled from its solutions file);
+``consume`` writes ``out[i] = tmp[i] + 0.5 * tmp[i - 1]`` (``tmp[-1]`` taken as 0), so the first value of a
+chunk reads the previous chunk's last ``tmp``; ``d2h`` copies the chunk of ``out`` back. Buffers, copies,
+launches and the clock are `course.streams`' (the pipeline's engine). Each array is whole (one slot per
+element), so the only hazards are a read before its write.
 
 Order, deterministically: `course.schedule.missing_dependencies` finds every read the schedule does not order
 after its write (stream order and event waits, a pure function of the data). A correctness case then runs
@@ -23,20 +25,13 @@ import numpy as np
 
 import course
 from course import schedule as sched
-from course.streams import Timeline, chunk_bounds, ideal_pipeline_ms
+from course.streams import PipelineBuffers, StreamClock, Timeline, chunk_bounds, ideal_pipeline_ms, offset_process
+from drivers.pipeline import MAX_GRID, process_chunk_reference
 
 __all__ = ["SOURCE", "BLOCK", "MAX_GRID", "STALL_NS", "LIMITS", "check_schedule", "expected", "case_verdict",
            "order_message", "before_confinement", "grade_case", "run_schedule", "pipeline_report"]
 
 SOURCE = r"""
-extern "C" __global__ void produce(const float* __restrict__ src, float* __restrict__ tmp, int offset, int count)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-        const float x = src[offset + i];
-        tmp[offset + i] = x * (x * x - 0.5f);
-    }
-}
-
 extern "C" __global__ void consume(const float* __restrict__ tmp, float* __restrict__ out, int offset, int count)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
@@ -54,12 +49,14 @@ extern "C" __global__ void stall(long long ns)
     } while (t - t0 < (unsigned long long)ns);
 }
 """
+"""The driver's own kernels. ``produce`` is chapter 03's reference ``process_chunk`` (one home per kernel:
+solutions/03_streams/process_chunk.cu), compiled with these."""
+PRODUCE = ("03_streams", "process_chunk")
 BLOCK = 256
-MAX_GRID = 1024
 # holding a producer back 50 ms: the correctness cases move at most a few MB per chunk (under a millisecond
 # on PCIe gen3), so a reader that nothing orders after the producer has run long before the producer writes
 STALL_NS = 50_000_000
-LIMITS = {"max_streams": 16, "max_chunks": 256}
+LIMITS = {"max_streams": sched.MAX_STREAMS, "max_chunks": sched.MAX_CHUNKS}
 _LABELS = {"h2d": "H2D", "produce": "produce", "consume": "consume", "d2h": "D2H"}
 _STATE = {}
 
@@ -72,8 +69,7 @@ def check_schedule(name: str, schedule) -> str:
 def expected(x: np.ndarray) -> np.ndarray:
     """What the two stages compute from the input, on float64 (float32 rounding is within `course.check`'s
     tolerance)."""
-    t = np.asarray(x, dtype=np.float64)
-    t = t * (t * t - 0.5)
+    t = process_chunk_reference(np.asarray(x, dtype=np.float64))
     out = t.copy()
     out[1:] += 0.5 * t[:-1]
     return out
@@ -101,50 +97,57 @@ def before_confinement() -> None:
     _kernels()
 
 
-def _kernels():
+def _source() -> str:
+    """The reference ``process_chunk`` (the produce stage) and the driver's own kernels, one program."""
+    produce = course.solution_source(*PRODUCE)
+    if produce is None:
+        raise RuntimeError(f"drivers.two_stage compiles its produce kernel from solutions/{PRODUCE[0]}/"
+                           f"{PRODUCE[1]}.cu, which this copy of the course lacks: grade from a full checkout.")
+    return produce + "\n" + SOURCE
+
+
+def _kernels() -> dict:
+    """``produce`` and ``consume`` as `offset_process` launchers (``BLOCK`` threads, at most ``MAX_GRID``
+    blocks a chunk), and the ``stall`` kernel."""
     if "kernels" not in _STATE:
-        _STATE["kernels"] = course.compile(SOURCE, name="two_stage.cu").kernels
+        k = course.compile(_source(), name="two_stage.cu").kernels
+        _STATE["kernels"] = {"produce": offset_process(k[PRODUCE[1]], block=BLOCK, max_grid=MAX_GRID),
+                             "consume": offset_process(k["consume"], block=BLOCK, max_grid=MAX_GRID),
+                             "stall": k["stall"]}
     return _STATE["kernels"]
 
 
-class _Buffers:
-    """Pinned host input and output, device input, tmp and output: ``n`` float32 each, grader-owned."""
+class _Buffers(PipelineBuffers):
+    """`course.streams.PipelineBuffers` (pinned input and output, device input and output) and the device
+    ``tmp`` between the two kernels: ``n`` float32 each, grader-owned, made fresh from ``seed``."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, seed: int = 0):
+        super().__init__(n, seed=seed)
         import cupy
-        import cupyx
-        self.n = int(n)
-        self.h_in = cupyx.empty_pinned(self.n, dtype=np.float32)
-        self.h_out = cupyx.empty_pinned(self.n, dtype=np.float32)
-        self.d_in, self.tmp, self.d_out = (cupy.empty(self.n, dtype=cupy.float32) for _ in range(3))
+        self.tmp = cupy.empty(self.n, dtype=cupy.float32)
+        self._poison()
 
     def fresh(self, seed: int) -> None:
         """New inputs, and NaN everywhere a stage writes, so that a read before its write shows."""
-        self.h_in[:] = np.random.default_rng(seed).random(self.n, dtype=np.float32) * 4 - 2   # in [-2, 2)
-        self.h_out[:] = np.nan
+        self.fill(seed)
+        self._poison()
+
+    def _poison(self) -> None:
+        import cupy
         for a in (self.d_in, self.tmp, self.d_out):
             a.fill(np.nan)
-        import cupy
         cupy.cuda.runtime.deviceSynchronize()
 
 
-def _grid(count: int) -> int:
-    return max(1, min(-(-count // BLOCK), MAX_GRID))
-
-
 def _issue(stage: str, bufs: _Buffers, off: int, cnt: int, stream) -> None:
-    from cupy.cuda import runtime
-    k, item = _kernels(), 4
     if stage == "h2d":
-        runtime.memcpyAsync(bufs.d_in.data.ptr + off * item, bufs.h_in.ctypes.data + off * item, cnt * item,
-                            runtime.memcpyHostToDevice, stream.ptr)
+        bufs.h2d(off, cnt, stream)
     elif stage == "produce":
-        k["produce"](_grid(cnt), BLOCK, bufs.d_in, bufs.tmp, off, cnt, stream=stream)
+        _kernels()["produce"](bufs.d_in, bufs.tmp, off, cnt, stream)
     elif stage == "consume":
-        k["consume"](_grid(cnt), BLOCK, bufs.tmp, bufs.d_out, off, cnt, stream=stream)
+        _kernels()["consume"](bufs.tmp, bufs.d_out, off, cnt, stream)
     else:
-        runtime.memcpyAsync(bufs.h_out.ctypes.data + off * item, bufs.d_out.data.ptr + off * item, cnt * item,
-                            runtime.memcpyDeviceToHost, stream.ptr)
+        bufs.d2h(off, cnt, stream)
 
 
 def run_schedule(schedule: dict, bufs: _Buffers, *, hold=None, timeline: Timeline | None = None) -> float:
@@ -154,11 +157,7 @@ def run_schedule(schedule: dict, bufs: _Buffers, *, hold=None, timeline: Timelin
     bounds = chunk_bounds(bufs.n, schedule["chunks"])
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(schedule["streams"])]
     events = {}
-    ctl = cupy.cuda.Stream(non_blocking=True)
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record(ctl)
-    for s in streams:
-        s.wait_event(start)
+    clock = StreamClock(streams)
     null = contextlib.nullcontext()
     for kind, s, what, c in sched.plan(schedule, len(bounds)):
         st = streams[s]
@@ -173,11 +172,7 @@ def run_schedule(schedule: dict, bufs: _Buffers, *, hold=None, timeline: Timelin
             off, cnt = bounds[c]
             with (timeline.span(st, f"stream {s}", _LABELS[what]) if timeline else null):
                 _issue(what, bufs, off, cnt, st)
-    for s in streams:
-        ctl.wait_event(s.record())
-    stop.record(ctl)
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop)
+    return clock.stop()
 
 
 def _check(bufs: _Buffers) -> course.CheckResult:
@@ -189,8 +184,7 @@ def grade_case(name: str, schedule: dict, sizes: dict, seed: int) -> dict:
     schedule leaves a read unordered. ``{"status": "passed" | "failed" | "grader error", "message": str}``."""
     n = int(sizes["n"])
     missing, hold = case_verdict(schedule, n)
-    bufs = _Buffers(n)
-    bufs.fresh(seed)
+    bufs = _Buffers(n, seed)
     run_schedule(schedule, bufs, hold=hold)
     res = _check(bufs)
     if missing:
@@ -220,14 +214,15 @@ def pipeline_report(name: str, schedule: dict, *, seed: int, nbytes: int, repeat
     each timed alone), ``ratio``, ``ideal_ms`` (from those stage times split into the schedule's chunks) and
     the ``spans`` of one more run."""
     n = int(nbytes) // 4
-    bufs = _Buffers(n)
     _, hold = case_verdict(schedule, n)
     if hold is not None:   # the parent ran the correctness cases first; never time a racy schedule
         return {"correct": False, "message": order_message(sched.missing_dependencies(
             schedule, len(chunk_bounds(n, schedule["chunks"]))))}
+    bufs = _Buffers(n, seed)
     times = []
     for r in range(repeats + 1):   # the first run warms up (streams, events, the kernels' first launch)
-        bufs.fresh(seed + r)
+        if r:
+            bufs.fresh(seed + r)
         ms = run_schedule(schedule, bufs)
         res = _check(bufs)
         if not res:

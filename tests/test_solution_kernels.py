@@ -1,9 +1,14 @@
 """Properties every reference kernel in solutions/ must have, checked on the CPU (NVRTC and the source text).
 
-- Wide accesses: a pointer parameter read or written as `float4` (or another 8- or 16-byte vector) must be
+- Wide accesses (solutions/*.cu and every `%%cuda` cell of chapters/*.ipynb): a scalar pointer parameter
+  that a kernel reads or writes as a vector (a `reinterpret_cast` to `float4` or another 8- or 16-byte
+  vector, or the source operand of a `cp.async`), directly, through a local alias (`float* out = C + ...`)
+  or through a `__device__` helper (every pointer parameter named in the helper's argument counts), must be
   tested for alignment in the kernel, as chapter 06 does (`(reinterpret_cast<unsigned long long>(x) & 15)
-  == 0`), with a scalar path for the rest. The grader's arrays come from cudaMalloc (256-byte aligned), so
-  only a test like this one, or a GPU launch on a view (tests marked `gpu` below), can catch a missing check.
+  == 0`), with a scalar path for the rest; or a comment line must name it with the words '16-byte aligned'
+  as the kernel's contract. A parameter declared as a vector (`const float4* x`) states its alignment in
+  its type and is not checked. The grader's arrays come from cudaMalloc (256-byte aligned), so only a test
+  like this one, or a GPU launch on a view (tests marked `gpu` below), can catch a missing check.
 - Launch bounds: `__launch_bounds__(T, B)` must admit every launch the spec makes of the reference, and every
   block size a student's LAUNCH line may choose when the bound sits in the stub's signature; T x B must be a
   residency an SM can have (2,048 threads on sm_80 and sm_90), or the bound squeezes registers for nothing.
@@ -17,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, fail_on, import_course, rel
+from repo_helpers import REPO, chapter_notebooks, cuda_cells, fail_on, import_course, rel
 
 SOLUTIONS = sorted((REPO / "solutions").rglob("*.cu"))
 MAX_THREADS_PER_SM = 2048          # sm_80 and sm_90
@@ -62,23 +67,39 @@ def _lead(expr: str) -> str | None:
     return m.group(1) if m else None
 
 
-def vector_names(body: str, shared: set[str]) -> set[str]:
-    """Names of pointers that ``body`` reads or writes through a vector cast, aliases followed back
-    (`float* out = C + ...; reinterpret_cast<float4*>(out)` names C)."""
-    alias = {m.group(1): m.group(2) for m in re.finditer(
+def _aliases(body: str) -> dict[str, str]:
+    """Local pointers defined from another (`float* out = C + ...` maps out to C)."""
+    return {m.group(1): m.group(2) for m in re.finditer(
         r"\*\s*(?:__restrict__\s+)?(?:const\s+)?([A-Za-z_]\w*)\s*=\s*\(?\s*([A-Za-z_]\w*)\s*[+;)]", body)}
+
+
+def _follow(name: str, alias: dict[str, str]) -> str:
+    seen = set()
+    while name in alias and name not in seen:
+        seen.add(name)
+        name = alias[name]
+    return name
+
+
+def vector_names(body: str, shared: set[str]) -> set[str]:
+    """Names of pointers that ``body`` reads or writes through a vector cast or copies with cp.async,
+    aliases followed back (`float* out = C + ...; reinterpret_cast<float4*>(out)` names C)."""
+    alias = _aliases(body)
     found = set()
     for m in re.finditer(rf"reinterpret_cast\s*<\s*(?:const\s+)?{VECTOR}\s*\*\s*>\s*\(\s*(&?)\s*([A-Za-z_]\w*)",
                          body):
         name = m.group(2)
         if m.group(1) and name in shared:
             continue                    # a shared array: its alignment is declared (__align__)
-        seen = set()
-        while name in alias and name not in seen:
-            seen.add(name)
-            name = alias[name]
+        name = _follow(name, alias)
         if name not in shared:
             found.add(name)
+    # cp.async's global source is the first "l" (64-bit) operand of its asm statement (which ends where the
+    # next asm begins: the PTX string holds semicolons); a 16-byte copy needs a 16-byte aligned source
+    for m in re.finditer(r"cp\.async\.c[ag]\.", body):
+        src = re.search(r'"l"\s*\(\s*([A-Za-z_]\w*)', re.split(r"\basm\b", body[m.end():], maxsplit=1)[0])
+        if src:
+            found.add(_follow(src.group(1), alias))
     return found
 
 
@@ -92,11 +113,12 @@ def vector_params(code: str, kernel: str, params: list[str]) -> set[str]:
         helpers[m.group(1)] = {i for i, n in enumerate(names) if n in used}
     m = re.search(rf"__global__[^;{{}}]*?\b{kernel}\s*\([^{{]*\)\s*\{{", code)
     body = _body(code, m.end() - 1)
-    found = vector_names(body, shared)
+    found, alias = vector_names(body, shared), _aliases(body)
     for name, positions in helpers.items():
         for call in re.finditer(rf"\b{name}\s*\(", body):
             args = _args(body, call.end() - 1)
-            found |= {_lead(args[i]) for i in positions if i < len(args)}
+            # every name in the argument: `ok ? A + k : A` hands the helper A
+            found |= {_follow(n, alias) for i in positions if i < len(args) for n in re.findall(r"[A-Za-z_]\w*", args[i])}
     return found & set(params)
 
 
@@ -138,6 +160,19 @@ def test_vector_params_are_found():
         c[0] = d[0];
     }"""
     assert vector_params(code, "k", ["a", "b", "c", "d"]) == {"a", "b", "c"}
+    # chapter 07's gemm_wmma: a helper copies 16 bytes with cp.async, its source chosen by a condition
+    staged = """
+    __device__ void copy16(float* dst, const float* src, bool ok) {
+        unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(ok ? 16 : 0));
+    }
+    extern "C" __global__ void g(const float* A, const float* B, int n) {
+        __shared__ __align__(16) float s[64];
+        const bool ok = threadIdx.x < n;
+        copy16(&s[4 * threadIdx.x], ok ? A + 4 * threadIdx.x : A, ok);
+        s[0] = B[0];
+    }"""
+    assert vector_params(staged, "g", ["A", "B"]) == {"A"}
 
 
 def test_unchecked_vector_access_is_reported():
@@ -160,6 +195,14 @@ def test_vector_accesses_test_alignment():
     test that pointer's alignment (issue #22: bias_relu, sgemm_regtile and sgemm_bias_relu did not), or state
     it as the kernel's contract?"""
     fail_on([p for path in SOLUTIONS for p in unchecked_vector_params(path.read_text(encoding="utf-8"), rel(path))])
+
+
+def test_lesson_vector_accesses_test_alignment():
+    """Does every kernel of a chapter's `%%cuda` cells that reads or writes a pointer parameter as float4 (or
+    another vector, or through cp.async) test its alignment or state it as its contract, as the chapters
+    teach (issue #22: chapter 06's vec_add4 did neither)?"""
+    fail_on([p for nb in chapter_notebooks() for i, source in enumerate(cuda_cells(nb.stem), 1)
+             for p in unchecked_vector_params(source, f"{rel(nb)}, %%cuda cell {i}")])
 
 
 # --- launch bounds ------------------------------------------------------------------------------

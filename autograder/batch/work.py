@@ -13,6 +13,7 @@ that another out-of-memory is the kernel's own verdict (autograder/cuda_errors.p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -120,10 +121,6 @@ def _out_of_memory(rep) -> bool:
 
 
 def _alone(session):
-    """A session like ``session`` (the same GPU, compiled references and seed) whose gradings take no GPU
-    lock: they run with no other grading on the GPU."""
-    from .. import runner
-    alone = runner.Session(seed=session.seed, shared_gpu=False)
-    alone.gpu, alone.device, alone.no_gpu, alone.references = (session.gpu, session.device, session.no_gpu,
-                                                               session.references)
-    return alone
+    """A session like ``session`` (the same GPU, compiled references and seed, every field copied) whose
+    gradings take no GPU lock: they run with no other grading on the GPU."""
+    return dataclasses.replace(session, shared_gpu=False, lock_dir=None, _lock=threading.Lock())

@@ -106,6 +106,7 @@ EXERCISES = [
         driver="drivers.two_stage:grade_case",
         parser="course.schedule:parse_schedule_cell",
         magic="%%streams",
+        grader_owned=True,   # the driver's kernels, buffers and copies: an exception there is the grader's
         solution_file="two_stage.py",
         description=("a stream schedule for h2d, produce, consume (reads the previous chunk's last tmp value) "
                      "and d2h per chunk: streams, chunks, each stage's stream, events recorded and waited for."),

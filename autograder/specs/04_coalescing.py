@@ -86,23 +86,18 @@ EXERCISES = [
         launch_defaults={},
         reference=aos_to_soa_reference,
         tolerance="exact",  # a copy: every bit must arrive
-        points=Points(correctness=4, speed=4),
-        # The physics. Any correct kernel reads 12 bytes and writes 12 per particle: 24 n bytes, so its floor
-        # is 24 n / copy bandwidth (about 3,000 GB/s on an H100: some 0.13 ms for n = 2^24), and a staged
-        # kernel with enough loads in flight runs close to that copy ceiling. A thread per particle issues
-        # three loads (x, y, z), each spanning 384 bytes (12 sectors, 3 lines) per warp for the 128 it uses
-        # (course.access.warp_access(lambda i: 3 * i): 33%). The three share their 12 sectors, so once L1
-        # holds them DRAM moves no extra byte: the naive kernel pays three times the L1 requests and sector
-        # lookups, not three times the DRAM traffic, and caches hide part of that. Its gap to the reference
-        # is therefore narrower than row_scale's column walk (32 sectors per request, 8x the sectors).
-        # Measured on the H100 by the corpus (tests/autograder/test_corpus_gpu.py -k aos_to_soa, 2026-11-25),
-        # ratios to the reference: the staged kernel of one particle per thread (staged_simple.cu) 0.99, the
-        # thread per particle (naive.cu) 0.935, the same with float3 (float3_struct.cu) 0.95, the staged kernel
-        # with load and store in one loop (staged_loop.cu) 0.875. No threshold separates naive from staged
-        # with room for the timing's spread, so 0.85 asks for near-copy speed (any kernel with coalesced
-        # stores and its loads in flight) and the exercise's text says the naive kernel passes it on an H100.
-        speed_threshold=0.85,
-        floor_bytes=lambda s: 24 * s["n"],
+        # Correctness only, as measured. Any correct kernel reads 12 bytes and writes 12 per particle (24 n
+        # bytes). A thread per particle issues three loads (x, y, z), each spanning 384 bytes (12 sectors) per
+        # warp for the 128 it uses (course.access.warp_access(lambda i: 3 * i): 33%), but the three share
+        # their 12 sectors, so once L1 holds them DRAM moves no extra byte: three times the L1 lookups, not the
+        # DRAM traffic. Measured on the H100 by the corpus (tests/autograder/test_corpus_gpu.py -k aos_to_soa,
+        # 2026-11-25, speed step against this reference): the staged kernel of one particle per thread
+        # (staged_simple.cu) 0.99, the thread per particle (naive.cu) 0.935, the same with float3
+        # (float3_struct.cu) 0.95, the staged kernel with load and store in one loop (staged_loop.cu) 0.875.
+        # No threshold separates the naive kernel the notebook gives from the staged one the exercise asks
+        # for with room for the timing's spread, so speed points here would reward copying the naive kernel:
+        # the 8 points are for correctness (every size, the grid-stride loop over tiles, the partial tile).
+        points=Points(correctness=8),
         # hidden sizes around a block's 256 particles (the reference's tile is 4 of them, a multiple)
         tile={"n": 256},
     ),

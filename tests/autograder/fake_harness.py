@@ -176,8 +176,13 @@ def call_driver(ex):
 
 def two_stage_case(name, schedule, sizes, seed):
     """Chapter 03's schedule on a CPU: the driver's own order analysis (drivers.two_stage.case_verdict) gives
-    the verdict, as on the GPU; nothing runs, so the held-back run's evidence is left out."""
+    the verdict, as on the GPU; nothing runs, so the held-back run's evidence is left out. A schedule of 251
+    chunks makes the driver raise, as a fault in the grader's own kernels would; 253 runs out of memory."""
     from drivers import two_stage
+    if schedule.get("chunks") == 251:
+        raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure (fake)")
+    if schedule.get("chunks") == 253:
+        raise RuntimeError("cudaErrorMemoryAllocation: out of memory (fake)")
     missing, _ = two_stage.case_verdict(schedule, int(sizes["n"]))
     return {"status": "failed", "message": two_stage.order_message(missing)} if missing else {"status": "passed",
                                                                                              "message": ""}

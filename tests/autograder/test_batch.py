@@ -229,3 +229,23 @@ def test_a_grading_alone_waits_for_the_others_and_holds_new_ones_back():
     for t in (first, lone, late):
         t.join(10)
     assert log == ["first in", "first out", "alone in", "alone out", "late in", "late out"]
+
+
+def test_a_session_alone_copies_every_field_but_the_lock():
+    """Is the session a grading alone runs in the original with every field (those added later too) but
+    the GPU lock: dataclasses.replace, not a copy by hand?"""
+    import dataclasses
+
+    from autograder.batch.work import _alone
+    from autograder.runner import Session
+
+    @dataclasses.dataclass
+    class Later(Session):
+        added_later: int = 0
+
+    s = Later(seed=5, device="H100 (sm_90)", gpu={"name": "H100"}, shared_gpu=True, added_later=7)
+    s.references["k"] = "program"
+    a = _alone(s)
+    assert type(a) is Later and a.added_later == 7 and a.seed == 5 and a.gpu == s.gpu
+    assert a.references is s.references and a.device == s.device
+    assert not a.shared_gpu and a.gpu_lock() is None and a._lock is not s._lock

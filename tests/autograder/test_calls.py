@@ -72,6 +72,7 @@ def test_out_of_memory_in_a_call_is_not_charged(fake_harness):
     r = grade_source(CH, "sgemm_rowmajor", call_text(**dict(RIGHT, ldc=4343)))
     assert r.status == Status.ERROR and Status.CRASHED not in [s.status for s in r.sizes], r.feedback()
     assert "ran out of memory" in r.reason and "Not charged to you" in r.reason
+    assert "close other programs" in r.reason and "batch" not in r.reason   # a lone grading: no regrade
 
 
 def _lock_waiters(path) -> int:
@@ -125,6 +126,8 @@ def test_call_grading_takes_the_gpu_lock(fake_harness, tmp_path, monkeypatch):
     (call_text(**dict(RIGHT, m="rows")), "sizes"),
     ("import os\nos.system('true')", "literal"),
     ("x = 1", "no call"),
+    ('{"transa": "N", [1]: 2}', "no list or dict as a key"),   # TypeError in literal_eval, not a grader error
+    ('{"transa": "N", "transa": "T"}', "gives the key 'transa' twice"),
 ])
 def test_malformed_calls_are_refused_without_running(fake_harness, text, says):
     """Is a malformed or unfinished call scored 0 in the parent, with what to write, and nothing run?"""
@@ -167,3 +170,30 @@ def test_call_exercise_spec_is_validated():
         validate(dataclasses.replace(ex, points=dataclasses.replace(ex.points, speed=2)), Path(f"{CH}.py"))
     with pytest.raises(SpecError, match="checker"):
         validate(dataclasses.replace(ex, solution_file="linear_rowmajor.py"), Path(f"{CH}.py"))
+
+
+@pytest.mark.parametrize("magic", ["%%cuda", "%%nope", "cublas"])
+def test_a_call_exercise_takes_only_a_data_magic(magic):
+    """Is a CallExercise's magic held to spec.DATA_MAGICS, the magics that extract.py finds data cells by?"""
+    import dataclasses
+    from pathlib import Path
+
+    from autograder.loader import validate
+    from autograder.spec import DATA_MAGICS, SpecError
+    ex = get_exercise(CH, "sgemm_rowmajor")
+    with pytest.raises(SpecError, match="one of " + ", ".join(DATA_MAGICS)):
+        validate(dataclasses.replace(ex, magic=magic), Path(f"{CH}.py"))
+    with pytest.raises(SpecError, match="grader_owned"):
+        validate(dataclasses.replace(ex, grader_owned="yes"), Path(f"{CH}.py"))
+
+
+def test_data_magics_are_the_course_magics_and_the_extraction_uses_them(monkeypatch):
+    """Is each data magic one the course registers (course/_magic.py), and does the extraction find a data cell
+    by spec.DATA_MAGICS (one list), not a list of its own?"""
+    from autograder import extract
+    from autograder.spec import DATA_MAGICS
+    from course import _magic
+    assert all(f"{m[2:]}_cell" in _magic.__all__ for m in DATA_MAGICS)
+    assert extract.cuda_cell_name("%%newdata --name x\n{}") is None
+    monkeypatch.setattr(extract, "DATA_MAGICS", DATA_MAGICS + ("%%newdata",))
+    assert extract.cuda_cell_name("%%newdata --name x\n{}") == "x"

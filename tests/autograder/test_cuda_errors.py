@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder import cuda_errors
+from autograder.gpulock import NO_LOCK, GpuLock
 
 GEO = ((64, 1, 1), (256, 1, 1), 0)
 
@@ -21,12 +22,12 @@ class CUDADriverError(Exception):
     CUDADriverError("CUDA_ERROR_OUT_OF_MEMORY: out of memory"),
     RuntimeError("cudaErrorMemoryAllocation: out of memory"),
 ])
-def test_out_of_memory_beside_other_gradings_is_not_charged_to_the_student(exc, monkeypatch):
+def test_out_of_memory_beside_other_gradings_is_not_charged_to_the_student(exc, monkeypatch, tmp_path):
     """While other gradings share the GPU, is running out of device memory a grader error (graded again
     alone), not a crash costing the student?"""
     monkeypatch.setattr(cuda_errors, "context_alive", lambda: True)
-    monkeypatch.setattr(cuda_errors, "_GPU_SHARED", True)
-    cuda_errors.share_gpu(True)
+    monkeypatch.setattr(cuda_errors, "_LOCK", None)
+    cuda_errors.share_gpu(GpuLock(str(tmp_path)))
     res = cuda_errors.classify_cuda_error(exc, "n=13107201", GEO)
     assert res["status"] == "grader error" and res["fatal"]
     assert "ran out of memory" in res["message"] and "not charged to you" in res["message"]
@@ -42,14 +43,42 @@ def test_out_of_memory_with_the_gpu_to_itself_is_the_kernels(exc, monkeypatch):
     """With no other grading on the GPU, is running out of memory the student's final "crashed" verdict,
     saying where, what was raised, and what to change?"""
     monkeypatch.setattr(cuda_errors, "context_alive", lambda: True)
-    monkeypatch.setattr(cuda_errors, "_GPU_SHARED", True)
-    cuda_errors.share_gpu(False)
+    monkeypatch.setattr(cuda_errors, "_LOCK", None)
+    cuda_errors.share_gpu(NO_LOCK)
     res = cuda_errors.classify_cuda_error(exc, "n=13107201", GEO)
     assert res["status"] == "crashed" and res["fatal"]
     msg = res["message"]
     assert msg.startswith("crashed at n=13107201 (grid (64, 1, 1), block (256, 1, 1)") and ": out of memory (" in msg
     assert str(exc) in msg and "no other grading on the GPU" in msg
     assert "local memory" in msg and "__shared__" in msg  # the likely cause, and what to do instead
+
+
+def test_shared_is_read_from_the_lock(monkeypatch, tmp_path):
+    """Is "other gradings share the GPU" what the child's lock says (lock files or none), and shared until
+    the lock is given (an out-of-memory is then never charged to the student)?"""
+    monkeypatch.setattr(cuda_errors, "_LOCK", None)
+    assert cuda_errors.gpu_shared()
+    cuda_errors.share_gpu(GpuLock(str(tmp_path)))
+    assert cuda_errors.gpu_shared()
+    cuda_errors.share_gpu(GpuLock(None))
+    assert not cuda_errors.gpu_shared()
+
+
+def test_a_calls_out_of_memory_says_what_happens_next_as_it_is(monkeypatch, tmp_path):
+    """A library call's out of memory is always a grader error; does its message promise a second grading
+    only in a batch (which gives one), and tell a lone grader what to do instead?"""
+    text = "cudaErrorMemoryAllocation: out of memory"
+    monkeypatch.setattr(cuda_errors, "_LOCK", None)
+    cuda_errors.share_gpu(GpuLock(str(tmp_path)))
+    batch = cuda_errors.call_out_of_memory(text, "m=33")
+    cuda_errors.share_gpu(NO_LOCK)
+    lone = cuda_errors.call_out_of_memory(text, "m=33")
+    assert batch["status"] == lone["status"] == "grader error"
+    for res in (batch, lone):
+        assert "Not charged to you" in res["message"] and "m=33" in res["message"]
+        assert cuda_errors.is_out_of_memory(res["message"])   # the batch recognises it to grade it again
+    assert "once more with the GPU to itself" in batch["message"] and "close other programs" not in batch["message"]
+    assert "close other programs" in lone["message"] and "batch" not in lone["message"]
 
 
 @pytest.mark.parametrize("text, status", [

@@ -49,8 +49,18 @@ def text(s: dict) -> str:
     (schedule(record={"p": "produce"}, wait={"produce": ["p"]}), "recorded after produce"),
     (schedule(record={"p": "produce"}, wait={"consume": ["p[c+1]"]}), "earlier chunks'"),
     (schedule(record={"p": "cook"}), "'cook', which is not a stage"),
-    (schedule(streams=0), "'streams' should be an int from 1 to 16"),
-    (schedule(chunks=1000), "'chunks' should be an int from 1 to 256"),
+    (schedule(streams=0), f"'streams' should be an int from 1 to {sched.MAX_STREAMS}"),
+    (schedule(chunks=1000), f"'chunks' should be an int from 1 to {sched.MAX_CHUNKS}"),
+    # the caps (course.schedule, one home): events, waits per stage, a stream list's length; no repeats
+    (schedule(record={f"e{i}": "produce" for i in range(sched.MAX_EVENTS + 1)}),
+     f"may record at most {sched.MAX_EVENTS}"),
+    (schedule(record={f"e{i}": "h2d" for i in range(sched.MAX_EVENTS)},   # distinct waits, within MAX_EVENTS
+              wait={"produce": [f"e{i % sched.MAX_EVENTS}[c-{1 + i // sched.MAX_EVENTS}]"
+                                for i in range(sched.MAX_WAITS + 1)]}), f"wait for at most {sched.MAX_WAITS}"),
+    (schedule(record={"p": "produce"}, wait={"consume": ["p[c-1]", "p[c - 1]"]}), "waits for 'p[c - 1]' twice"),
+    (schedule(record={"p": "produce"}, wait={"consume": ["p", "p[c]"]}), "twice"),
+    (schedule(stream={**NO_EVENT["stream"], "h2d": [0, 1] * sched.MAX_CHUNKS}),
+     f"more than the {sched.MAX_CHUNKS} chunks"),
     ({"streams": 2, "chunks": 4}, "missing: stream"),
     (schedule(events={}), "not schedule fields: 'events'"),
 ])
@@ -58,6 +68,19 @@ def test_malformed_schedules_are_refused_with_a_reason(bad, says):
     """Does each malformed schedule get a message that names what is wrong (a teacher's, not a traceback)?"""
     problem = two_stage.check_schedule(NAME, bad)
     assert says in problem, problem
+
+
+def test_the_caps_have_one_home():
+    """The grader's check and the %%streams magic take the caps from course.schedule, not numbers of their own."""
+    assert two_stage.LIMITS == {"max_streams": sched.MAX_STREAMS, "max_chunks": sched.MAX_CHUNKS}
+    at_cap = schedule(record={f"e{i}": "produce" for i in range(sched.MAX_EVENTS)},
+                      wait={"consume": [f"e{i}[c-1]" for i in range(sched.MAX_WAITS)]})
+    assert two_stage.check_schedule(NAME, at_cap) == ""
+
+
+def test_messages_quote_huge_values_cut_short():
+    problem = two_stage.check_schedule(NAME, schedule(stream={**NO_EVENT["stream"], "d2h": ["x"] * 5000}))
+    assert "non-empty list of ints" in problem and len(problem) < 400
 
 
 def test_well_formed_schedules_pass_the_check():
@@ -72,6 +95,11 @@ def test_well_formed_schedules_pass_the_check():
     ("x = 1", "no schedule found"),
     ("{'streams': 2,", "not a valid Python literal"),
     ("[1, 2]", "should be a dict"),
+    ('{"streams": 2, [1]: 2}', "literal dict"),            # an unhashable key: TypeError in literal_eval
+    ('{"streams": 2, "streams": 3}', "gives the key 'streams' twice"),
+    ('{"record": {"p": "produce", "p": "consume"}}', "gives the key 'p' twice"),
+    ("{" * 300 + "}" * 300, "not a valid Python literal"),
+    ('{"streams": 2}  # ' + "x" * 20_000, "at most 20,000"),
 ])
 def test_cells_that_are_not_a_schedule_are_refused(cell, says):
     with pytest.raises(sched.ScheduleError, match=re.escape(says)):
@@ -129,6 +157,19 @@ def test_the_driver_holds_back_the_producer_of_the_first_unordered_read():
     msg = sched.dependency_message(missing[0])
     assert "consume of chunk 1" in msg and "produce of chunk 0" in msg and "produced" not in msg
     assert '"wait": {"consume": ["NAME[c-1]"]}' in msg and "14 more chunks" in msg
+
+
+def test_produce_is_the_reference_process_chunk_compiled_with_the_drivers_kernels():
+    """One home per kernel: the driver's own source holds consume and stall only; produce is compiled from
+    chapter 03's reference process_chunk, and the two compile together (NVRTC, no GPU)."""
+    from ag_helpers import nvrtc_or_skip
+    from course.source import parse_kernels
+    assert list(parse_kernels(two_stage.SOURCE)) == ["consume", "stall"]
+    reference = (ROOT / "solutions" / CH / "process_chunk.cu").read_text()
+    assert two_stage._source().startswith(reference)
+    course = nvrtc_or_skip()
+    assert set(course.compile_for_arch(two_stage._source(), "sm_80").resources) == {"process_chunk", "consume",
+                                                                                     "stall"}
 
 
 def test_expected_output_reads_the_left_neighbour():
@@ -200,6 +241,33 @@ def test_malformed_schedule_is_refused_before_any_child(fake_harness):
     assert "never recorded" in r.reason
 
 
+@pytest.mark.parametrize("source, says", [
+    (text(schedule(record={f"e{i}": "produce" for i in range(sched.MAX_EVENTS + 1)})), "at most"),
+    (REFERENCE + "\n# " + "x" * 20_000, "at most 20,000"),
+    ('{"streams": 2, [1]: 2}', "literal dict"),
+])
+def test_oversized_or_unreadable_schedule_is_refused_before_any_child(fake_harness, source, says):
+    """Is a schedule over the caps, a cell over the size cap or an unhashable key refused by the parent's
+    check (no case run, a teacher's message), not a grader error?"""
+    r = grade_source(CH, NAME, source)
+    assert r.status == Status.FAILED and r.points == 0 and not r.sizes, r.feedback()
+    assert says in r.reason and len(r.reason) < 1000
+
+
+def test_an_exception_in_the_grader_owned_driver_is_a_grader_error(fake_harness):
+    """The driver runs only the grader's kernels, buffers and copies: does an exception from it give a grader
+    error (not final, no cuBLAS advice), where a library call's would be "crashed"?"""
+    ex = get_exercise(CH, NAME)
+    assert ex.grader_owned and not get_exercise("10_cublas", "sgemm_rowmajor").grader_owned
+    r = grade_source(CH, NAME, text(schedule(streams=1, chunks=251, stream={st: 0 for st in sched.STAGES})))
+    assert r.status == Status.ERROR and Status.CRASHED not in [s.status for s in r.sizes], r.feedback()
+    assert f"driver {ex.driver} failed" in r.reason and "unspecified launch failure" in r.reason
+    assert "leading dimension" not in r.reason and "Traceback" not in r.reason
+    r = grade_source(CH, NAME, text(schedule(streams=1, chunks=253, stream={st: 0 for st in sched.STAGES})))
+    assert r.status == Status.ERROR and "ran out of memory" in r.reason, r.feedback()
+    assert "close other programs" in r.reason   # a lone grading: nothing grades it again by itself
+
+
 def test_schedule_is_read_from_its_tagged_notebook_cell(fake_harness, tmp_path):
     nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "metadata": {"tags": [f"call:{NAME}"]}, "outputs": [], "execution_count": None,
@@ -264,6 +332,29 @@ def test_pipeline_step_measures_again_near_a_boundary():
     out = call_pipeline_step(ex, drive, NO_EVENT, REF, 7, _alone)
     assert out["status"] == "ok" and out["pipeline"]["rounds"] == 2 and calls[0] is REF
     assert out["pipeline"]["reference_ratio"] == 0.58 and out["pipeline"]["chunks"] == 8
+
+
+@pytest.mark.parametrize("error, says", [
+    (RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"), "driver drivers.two_stage:pipeline_report"
+     " failed in the pipeline run"),
+    (RuntimeError("cudaErrorMemoryAllocation: out of memory"), "ran out of memory"),
+])
+@pytest.mark.parametrize("fails_at", [0, 1])   # the reference's run, the student's
+def test_pipeline_step_turns_a_driver_exception_into_a_grader_error(error, says, fails_at):
+    """Does an exception from the pipeline driver (the reference's run or the student's) come back as a clean
+    grader error, out of memory worded as such, never a traceback?"""
+    ex = get_exercise(CH, NAME)
+    drive, calls = _driver([0.58])
+
+    def failing(name, call, *, seed, nbytes):
+        if len(calls) == fails_at:
+            calls.append(call)
+            raise error
+        return drive(name, call, seed=seed, nbytes=nbytes)
+    out = call_pipeline_step(ex, failing, REF, REF, 7, _alone)
+    assert out["status"] == "grader error" and says in out["message"], out
+    assert "Not charged" in out["message"] or "not charged" in out["message"]
+    assert out["sizes"] == {"n": ex.pipeline.nbytes // 4}
 
 
 def test_pipeline_step_fails_a_wrong_timed_run_and_blames_a_wrong_reference():

@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, check_quotes, import_course, read_json_notebook, recorded_rows
+from repo_helpers import REPO, chapter_markdown, check_quotes, import_course, read_json_notebook, recorded_rows
 
 STEM = "01_first_kernel"
 
@@ -185,3 +186,16 @@ def test_quoted_figures_match_the_recordings():
         ("records 4.35 us per kernel", [tiny["value"]]),
         ("1.15 us replayed from a CUDA graph", [tiny["anchor_value"]]),
     ])
+
+
+def test_sass_named_in_the_text_is_what_the_chapter_prints():
+    """Is every SASS mnemonic with modifiers that the chapter's text names (`LDG.E.CONSTANT`, `IMAD.WIDE`)
+    spelled as the disassembly of its SAXPY cell prints it, where it can be checked without a GPU?"""
+    course = import_course()
+    sass = course.lesson_cell(STEM, "saxpy").compile_for_arch("sm_90").sass()
+    printed = set(course.sass_opcodes(sass, modifiers=True)["saxpy"])
+    named = set(re.findall(r"`(?:@!?P\d )?([A-Z][A-Z0-9]+(?:\.[A-Z0-9]+)+)`", " ".join(chapter_markdown(STEM))))
+    assert named, "the chapter names no SASS mnemonic with modifiers: update this test"
+    # a name may stop short of the printed modifiers (`ISETP.GE` for ISETP.GE.AND), not differ from them
+    wrong = {n for n in named if not any(p == n or p.startswith(n + ".") for p in printed)}
+    assert not wrong, f"named in chapter 01's text but not printed by its SASS cell: {sorted(wrong)}; printed: {sorted(printed)}"

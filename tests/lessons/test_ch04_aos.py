@@ -80,10 +80,14 @@ def test_quoted_access_counts_match_the_models():
     assert "384 bytes" in text and "128 bytes" in text
 
 
-def test_floor_is_24_bytes_a_particle(ex):
-    """Is the impossible-speed floor the 12 bytes read plus 12 written per particle the text quotes?"""
-    assert ex.floor_bytes({"n": 1000}) == 24_000
-    assert "floor is 24 bytes per particle" in _section_text()
+def test_correctness_only_and_the_text_says_why(ex):
+    """No speed points (the naive kernel the notebook gives measured too close to the staged one on an H100),
+    and does the exercise text say so, with the ratio the spec's comment records?"""
+    assert ex.points.speed == 0 and ex.points.correctness == 8
+    text = " ".join(_section_text().split())
+    assert "Speed earns none here" in text and "about 0.94 of the staged one" in text
+    spec = (REPO / "autograder" / "specs" / f"{STEM}.py").read_text()
+    assert "(naive.cu) 0.935" in spec   # 0.935 as recorded, quoted as "about 0.94"
 
 
 @pytest.mark.gpu

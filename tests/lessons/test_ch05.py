@@ -214,9 +214,14 @@ def _recorded_points():
     return recorded_sweep("05_bank_conflicts_smem_stride")      # keys (stride, width)
 
 
+# The summary's "within 7% below it", to half a unit of its last digit (as check_quotes reads a figure).
+BELOW_MODEL = 0.075
+
+
 def test_bank_model_bounds_the_recorded_sweep(ch05):
     """Does min(stride-1 figure, 128 B x 132 SMs x 1.98 GHz / conflict factor) hold every recorded conflicted
-    point within 8% below it, where the stride-1 figure / factor misses stride 32 by three times?"""
+    point within 7% below it, as the summary says, where the stride-1 figure / factor misses stride 32 by
+    three times?"""
     pts, peak = _recorded_points(), ch05.smem_peak_gbps(132, 1980)
     assert peak == pytest.approx(128 * 132 * 1.98)
     sizes = ch05.smem_sizes()
@@ -228,7 +233,7 @@ def test_bank_model_bounds_the_recorded_sweep(ch05):
             assert f == math.gcd(stride, 32)
         if f > 1:
             model = min(pts[(1, width)], peak / f)
-            assert 0.92 < got / model < 1.01, (stride, width, got, model)
+            assert 1 - BELOW_MODEL <= got / model <= 1, (stride, width, got, model)
             checked += 1
     assert checked == 24
     assert pts[(32, 4)] / (pts[(1, 4)] / 32) > 2.5          # the old rule is far off
@@ -245,7 +250,7 @@ def test_bank_model_table_replays_the_recording(ch05):
     row = next(r for r in table if (r["bytes"], r["stride"]) == (4, 32))
     assert row["GB/s"] == round(pts[(32, 4)]) and row["min(stride-1, peak / factor)"] == round(128 * 132 * 1.98 / 32)
     assert row["stride-1 / factor"] == round(pts[(1, 4)] / 32)
-    assert min(r["measured / model"] for r in table) > 0.92
+    assert min(r["measured / model"] for r in table) >= 1 - BELOW_MODEL
 
 
 def test_transpose_tile_figure_reads_the_kernels_tile(ch05, monkeypatch):
@@ -278,6 +283,8 @@ def test_chapter_05_quotes_match_the_recordings(ch05):
     rows, ceil = recorded_rows(STEM)
     copy = ceil["copy_gbps"]
     naive = rows["transpose_naive, 8192 x 8192"]
+    odd = rows["transpose (graded reference), 12289 x 8191"]["ratio"]
+    square = rows["transpose (graded reference), 8192 x 8192"]["ratio"]
     table = [pts[(s, w)] / min(pts[(1, w)], peak / ch05.conflict_factor(s, w))
              for (s, w) in pts if ch05.conflict_factor(s, w) > 1]
     check_quotes(STEM, [
@@ -293,6 +300,10 @@ def test_chapter_05_quotes_match_the_recordings(ch05):
         ("would reach 8/36 of it, 667 GB/s. It recorded 456 GB/s, 15% of the copy",
          [8, 36, 8 / 36 * naive["anchor_value"], naive["value"], 100 * naive["ratio"]]),
         ("the graded reference on 12289 x 8191 floats at 0.58 of the copy against 0.93 on 8192 x 8192",
-         [12289, 8191, rows["transpose (graded reference), 12289 x 8191"]["ratio"],
-          rows["transpose (graded reference), 8192 x 8192"]["ratio"], 8192, 8192]),
+         [12289, 8191, odd, square, 8192, 8192]),
+        ("points lie within 7% below it", [100 * (1 - min(table))]),
+        ("Its output rows, 12,289 floats,", [12289]),
+        ("comes only 256 blocks later in launch order", [ch05.transpose_launch(12289, 8191)[0][0]]),
+        ("padded to a multiple of 8 floats per row", [32 // 4]),
+        ("drops from 0.93 of the copy to 0.58 on 12289 x 8191", [square, odd, 12289, 8191]),
     ])

@@ -149,3 +149,19 @@ def test_compare_rows_ratios_table_and_plot(monkeypatch, capsys):
     rows.plot()
     with pytest.raises(ValueError, match="unit"):
         variants.compare([V("a", lambda: None)], unit="GFLOP")
+
+
+def test_recorded_views_read_only_the_suites_records(tmp_path, monkeypatch):
+    """Beside the suite's <gpu>.json, benchmarks/results keeps other records with "rows" of their own (the
+    grading cost per chapter, the class batches): are they left out of the lessons' recorded rows?"""
+    import json
+    import course._ceilings
+    suite = {"device": {"name": "GPU A"}, "ceilings": {"copy_gbps": 1000.0},
+             "rows": [{"chapter": "01_first_kernel", "name": "copy", "value": 900.0, "unit": "GB/s"}]}
+    other = {"device": {"name": "GPU A"}, "rows": [{"chapter": "01_first_kernel", "grade_s": 6.5}]}
+    (tmp_path / "a-grading-cost.json").write_text(json.dumps(other))   # sorts first
+    (tmp_path / "gpu-a.json").write_text(json.dumps(suite))
+    monkeypatch.setattr(course._ceilings, "results_dir", lambda: tmp_path)
+    rows, gpu, ceil = course.results.recorded_rows("01_first_kernel")
+    assert [r["name"] for r in rows] == ["copy"] and gpu == "GPU A" and ceil["copy_gbps"] == 1000.0
+    assert [r["name"] for r in course.results.rows_of(("01_first_kernel",), tmp_path)] == ["copy"]

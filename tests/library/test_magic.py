@@ -79,3 +79,35 @@ def test_cublas_cell_needs_a_known_name():
     from IPython.core.error import UsageError
     with pytest.raises(UsageError, match="sgemm_rowmajor"):
         _magic.cublas_cell("", "{}")
+
+
+@pytest.mark.parametrize("magic, name, cell", [
+    (_magic.cublas_cell, "sgemm_rowmajor", '{"transa": "N", [1]: 2}'),
+    (_magic.streams_cell, "two_stage", '{"streams": 2, [1]: 2}'),
+    (_magic.cublas_cell, "sgemm_rowmajor", '{"transa": "N", {"a": 1}: 2}'),
+    (_magic.streams_cell, "two_stage", '{"streams": 2, {}: 2}'),
+])
+def test_data_cells_with_an_unhashable_key_get_a_teachers_message(magic, name, cell, capsys):
+    """A list or dict as a key makes ast.literal_eval raise TypeError: does a %%cublas or %%streams cell print
+    what to write (and return False) instead of a traceback?"""
+    assert magic(f"--name {name}", cell) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"{name}: ") and "literal dict" in out and "no list or dict as a key" in out
+
+
+@pytest.mark.parametrize("magic, name", [(_magic.cublas_cell, "sgemm_rowmajor"), (_magic.streams_cell, "two_stage")])
+def test_data_cells_longer_than_the_cap_are_refused_unread(magic, name, capsys):
+    from course._sources import MAX_DATA_CELL_CHARS
+    cell = '{"streams": 2}  # ' + "x" * MAX_DATA_CELL_CHARS
+    assert magic(f"--name {name}", cell) is False
+    out = capsys.readouterr().out
+    assert f"at most {MAX_DATA_CELL_CHARS:,}" in out and len(out) < 1000
+
+
+def test_streams_cell_refuses_more_events_than_the_cap(capsys):
+    """Does the %%streams magic apply course.schedule's caps (one home for them) before judging the order?"""
+    from course import schedule as sched
+    events = {f"e{i}": "produce" for i in range(sched.MAX_EVENTS + 1)}
+    cell = repr({"streams": 2, "chunks": 4, "stream": {st: [0, 1] for st in sched.STAGES}, "record": events})
+    assert _magic.streams_cell("--name two_stage", cell) is False
+    assert f"at most {sched.MAX_EVENTS}" in capsys.readouterr().out

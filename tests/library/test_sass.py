@@ -5,6 +5,7 @@ import contextlib
 import io
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,9 +31,54 @@ def test_sass_of_saxpy_for_sm90_without_a_gpu():
     No skip: the bootstrap installs nvdisasm (pyproject's CUDA extras), so a missing one is a failure."""
     course = import_course()
     sass = course.lesson_cell("01_first_kernel", "saxpy").compile_for_arch("sm_90").sass()  # chapter 01's cell
-    ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)
-    assert "FFMA" in ops and ops.count("LDG") == 2 and ops.count("STG") == 1, sass[:3000]
+    ops = course.sass_opcodes(sass)["saxpy"]
+    assert ops["FFMA"] == 1 and ops["LDG"] == 2 and ops["STG"] == 1, sass[:3000]
     assert "saxpy" in sass, sass[:3000]
+
+
+# A piece of nvdisasm -c output: two kernels, guarded instructions, an address past 0xffff.
+TWO_KERNELS = """
+//--------------------- .text.first               --------------------------
+\t.section\t.text.first,"ax",@progbits
+first:
+.text.first:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/              @!UP1 LDG.E R7, desc[UR4][R4.64] ;
+        /*10000*/                  STG.E desc[UR4][R4.64], R7 ;
+.L_x_0:
+        /*0040*/                   BRA `(.L_x_0) ;
+//--------------------- .text.second              --------------------------
+.text.second:
+        /*0000*/                   F2FP.BF16.F32.PACK_AB R0, R1, R2 ;
+        /*0010*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
+"""
+
+
+def test_sass_opcodes_counts_per_kernel():
+    """Does course.sass_opcodes count each kernel's instructions by opcode (guards and modifiers set aside,
+    or kept with modifiers=True), with digits in opcodes and addresses of five digits?"""
+    course = import_course()
+    ops = course.sass_opcodes(TWO_KERNELS)
+    assert set(ops) == {"first", "second"}
+    assert ops["first"] == {"LDC": 1, "LDG": 2, "EXIT": 1, "STG": 1, "BRA": 1}, ops["first"]
+    assert ops["second"] == {"F2FP": 1, "HMMA": 1}, ops["second"]
+    full = course.sass_opcodes(TWO_KERNELS, modifiers=True)
+    assert full["first"]["LDG.E.CONSTANT"] == 1 and full["first"]["LDG.E"] == 1 and "LDG" not in full["first"]
+    assert full["second"]["HMMA.16816.F32.BF16"] == 1
+    assert course.sass_opcodes("") == {} and "sass_opcodes" in course.__all__
+
+
+def test_sass_is_parsed_in_one_place():
+    """Issue #22: does every notebook and test count SASS instructions with course.sass_opcodes, rather than
+    with its own copy of the instruction-line pattern?"""
+    own = re.compile(r"\[0-9a-f\]\{4")          # the address pattern ([0-9a-f]{4) a private parser starts with
+    paths = [*REPO.glob("chapters/*.ipynb"), *REPO.glob("exercises/source/*/*.ipynb"),
+             *(p for p in REPO.glob("tests/**/*.py") if p.resolve() != Path(__file__).resolve()),
+             *REPO.glob("course/lessons/*.py"), *REPO.glob("benchmarks/**/*.py"), *REPO.glob("autograder/**/*.py")]
+    copies = [p.relative_to(REPO).as_posix() for p in paths if own.search(p.read_text(encoding="utf-8"))]
+    assert copies == [], f"parse SASS with course.sass_opcodes instead of a private pattern in: {copies}"
 
 
 def test_tool_lookup_finds_the_wheels_bin_folders(tmp_path, monkeypatch):

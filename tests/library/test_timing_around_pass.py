@@ -163,3 +163,17 @@ def test_a_hook_that_really_sleeps_spends_no_budget():
     res = interleaved(_fns(be, log), warmup=0, min_samples=2, max_samples=30, rel_noise=0.0, budget_s=0.2,
                       around_pass=_logged_lock(log, wait=lambda: time.sleep(0.02)), _backend=be)
     assert [(r.n, r.stopped_by) for r in res.values()] == [(30, "max_samples")] * 2
+
+
+def test_long_lock_waits_stop_the_round_once_the_minimum_is_taken():
+    """With a lock that keeps every pass waiting 3 s (virtual clock) and a 1 s budget, do noisy rounds stop
+    once the waits pass ten budgets (the samples taken then decide), but never before min_samples, even when
+    the very first waits already pass that?"""
+    for min_samples, passes in ((3, 4), (6, 6)):
+        log = []
+        be = LoggingBackend(log, sample_s=0.001, times=NOISY)
+        res = interleaved(_fns(be, log), warmup=0, min_samples=min_samples, max_samples=50, rel_noise=0.0,
+                          budget_s=1.0, around_pass=_logged_lock(log, wait=lambda: be.sleep(3.0)), _backend=be)
+        # 4 waits of 3 s = 12 s >= 10 s stops at 4 passes; with min_samples 6 the minimum comes first
+        assert log.count("lock in") == passes, (min_samples, log.count("lock in"))
+        assert [(r.n, r.stopped_by) for r in res.values()] == [(passes, "waited")] * 2
