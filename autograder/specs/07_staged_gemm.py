@@ -6,9 +6,12 @@ measured 0.67 of it on an H100, below the 0.8 asked.
 
 sgemm_regtile: 128 x 128 tiles per block of 256 threads, 8 x 8 outputs per thread from registers.
 Speed points against solutions/07_staged_gemm/sgemm_regtile.cu (float4 loads, transposed A tile,
-double buffering: 0.81 x cuBLAS SGEMM at 4096^3 on an H100) at 4096^3: full points at 0.6 (the lesson's
-plain 2D register tiling measured 0.64), half at 0.35 (1D register tiling measured 0.39; shared tiles
-alone 0.22 get none).
+double buffering: 0.81 x cuBLAS SGEMM at 4096^3 on an H100) at 4096^3. Calibrated against the lesson's
+own kernels (the rule in SPEC_FORMAT.md: copying a lesson kernel must not earn full speed points): the
+lesson's plain 2D register tiling (stage 5, which runs under this exercise's launch as it is) measured
+0.64 of the reference, so full points ask for 0.75 (the reference's float4 loads, transposed A tile or
+double buffering: at least one of them); stage 5 earns half the speed points (>= 0.55), 1D register tiling
+(0.39) a quarter (>= 0.35); shared tiles alone (0.22) none.
 
 Both are checked at sizes that are no multiple of any tile, with K from 1 to 4099. FP32 sums of up to
 4099 products of values in [-1, 1): rtol 1e-4 plus 1e-5 x the largest output (float64 reference; the
@@ -91,8 +94,8 @@ EXERCISES = [
         reference=gemm_reference,
         tolerance=Tolerance(rtol=1e-4),
         points=Points(correctness=4, speed=6),
-        speed_threshold=0.6,
-        speed_tiers=((0.35, 0.5),),
+        speed_threshold=0.75,
+        speed_tiers=((0.55, 0.5), (0.35, 0.25)),
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
         peak="fp32",             # FP32 FMAs on the CUDA cores
         timeout_s=30.0,
