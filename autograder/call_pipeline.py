@@ -8,13 +8,10 @@ memory as `cuda_errors.call_out_of_memory` words it). A kernel exercise's pipeli
 from __future__ import annotations
 
 from . import policy
-from .cuda_errors import call_out_of_memory, is_out_of_memory
+from .cuda_errors import driver_failure
 
 __all__ = ["call_pipeline_step"]
 
-
-class _Wrong(Exception):
-    """A timed run's output was wrong: no points at all, as for a kernel's pipeline."""
 
 
 def call_pipeline_step(ex, driver, call: dict, reference_call: dict, seed: int, alone) -> dict:
@@ -28,13 +25,8 @@ def call_pipeline_step(ex, driver, call: dict, reference_call: dict, seed: int, 
     what = f"the pipeline run ({nbytes / 2**20:g} MiB each way)"
     try:
         return _step(ex, driver, call, reference_call, seed, alone, base, what)
-    except Exception as exc:   # _Wrong is caught inside; anything else is the driver's (the grader's)
-        text = f"{type(exc).__name__}: {exc}"
-        if is_out_of_memory(text):
-            return {**base, **call_out_of_memory(text, what)}
-        return {**base, "status": "grader error", "message": (
-            f"the grader's pipeline driver {pl.driver} failed in {what} ({text}). Every case passed before it, "
-            "on the same data, so this is the grader's fault: not charged to you.")}
+    except Exception as exc:   # a wrong output is caught inside; anything else is the driver's
+        return {**base, **driver_failure(ex, exc, what, driver=ex.pipeline.driver)}
 
 
 def _step(ex, driver, call: dict, reference_call: dict, seed: int, alone, base: dict, what: str) -> dict:
@@ -46,20 +38,11 @@ def _step(ex, driver, call: dict, reference_call: dict, seed: int, alone, base: 
             return {**base, "status": "grader error", "message": (
                 f"the reference schedule's pipeline output is wrong, so the driver {pl.driver} or the spec is "
                 f"broken: {ref.get('message', '')}")}
-        reports = []
-
-        def run():
-            rep = driver(ex.name, call, seed=seed + len(reports) + 1, nbytes=nbytes)
-            if not rep.get("correct"):
-                raise _Wrong(rep.get("message", "") or "wrong output")
-            reports.append(rep)
-            return rep["total_ms"], rep["serial_ms"]
-
         try:
-            d = policy.decide_pipeline(run, pl)
-        except _Wrong as exc:
+            d, last = policy.decide_checked_pipeline(
+                lambda i: driver(ex.name, call, seed=seed + i, nbytes=nbytes), pl)
+        except policy.WrongPipelineOutput as exc:
             return {**base, "status": "failed", "message": f"wrong output from {what}: {exc}"}
-    last = reports[-1]
     result = policy.pipeline_result(d, pl, last, streams=last["streams"], chunks=last["chunks"],
                                     block=last.get("block", 0), nbytes=nbytes, reference=ref)
     return {**base, "status": "ok", "pipeline": result}

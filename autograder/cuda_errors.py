@@ -15,7 +15,7 @@ import re
 from .device import context_alive
 
 __all__ = ["classify_cuda_error", "module_load_problem", "share_gpu", "gpu_shared", "is_out_of_memory",
-           "call_out_of_memory"]
+           "call_out_of_memory", "driver_failure"]
 
 _STICKY = [
     (r"ILLEGAL_ADDRESS|illegal memory access|IllegalAddress",
@@ -122,3 +122,20 @@ def module_load_problem(exc: BaseException) -> str:
     else:
         what = "the GPU refused it"
     return f"your compiled kernel could not be loaded on the GPU: {what} ({text})."
+
+
+def driver_failure(ex, exc: BaseException, label: str, driver: str | None = None) -> dict:
+    """The result of a `CallExercise` driver that raised (in a case or the pipeline step): out of memory is
+    never the student's; nor is anything else when the driver is grader-owned (its kernels, buffers and
+    copies), a grader error; a library call's failure is the student's arguments' doing, "crashed".
+    ``driver``: the one that raised, when not the cases' (``ex.driver``)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if is_out_of_memory(text):
+        return call_out_of_memory(text, label)
+    if ex.grader_owned:
+        return {"status": "grader error", "message": (
+            f"the grader's driver {driver or ex.driver} failed at {label} ({text}). It runs only the grader's own kernels, "
+            "buffers and copies, so this is the grader's fault: not charged to you.")}
+    return {"status": "crashed", "message": (
+        f"the call failed on the GPU ({text}). Check every size and leading dimension against the buffers they "
+        "describe.")}

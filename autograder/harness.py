@@ -20,7 +20,7 @@ from .cuda_errors import classify_cuda_error, module_load_problem
 from .device import CupyBackend, backend, gpu_sections, kernel_args, launch, set_constants
 from .spec import In, InOut, Out, cdiv, shape_of
 from .gpulock import NO_LOCK
-from .timing import WrongWhileTimed, timing_step
+from .timing import timing_step
 from .worker import SETUP_TIMEOUT_S
 
 __all__ = ["GUARD_BYTES", "POISON_BITS", "CupyBackend", "backend", "probe", "limit_printf", "Context",
@@ -314,29 +314,23 @@ def _pipeline(ctx: Context) -> dict:
             f"the reference kernel's pipeline output is wrong, so the pipeline driver {pl.driver} or the spec "
             f"is broken: {ref.get('message', '')}")}
 
-    reports = []
-
-    def run():
+    def run_once(i):
         ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel in {what}")
         try:
-            rep = _run_driver(driver, ctx.student, cfg, n, seed + len(reports) + 1)
+            return _run_driver(driver, ctx.student, cfg, n, seed + i)
         finally:
             ctx.arm(SETUP_TIMEOUT_S, "")
-        if not rep.get("correct"):
-            raise WrongWhileTimed(rep.get("message", "") or "wrong output")
-        reports.append(rep)
-        return rep["total_ms"], rep["serial_ms"]
 
     try:
-        d = policy.decide_pipeline(run, pl)
-    except WrongWhileTimed as exc:
-        run_no = f" (measurement {len(reports) + 1})" if reports else ""
+        d, last = policy.decide_checked_pipeline(run_once, pl)
+    except policy.WrongPipelineOutput as exc:
+        run_no = f" (measurement {exc.measurement})" if exc.measurement > 1 else ""
         return {**base, "status": "failed", "message": (
             f"wrong output from {what}{run_no}. {exc}\nEach launch must read and write only its own chunk, "
             "[offset, offset + count), and must be right for every chunk: the copies of the other chunks run at "
             "the same time on other streams.")}
     except Exception as exc:
         return {**base, **classify_cuda_error(exc, what, geo)}
-    result = policy.pipeline_result(d, pl, reports[-1], streams=streams, chunks=chunks, block=block,
+    result = policy.pipeline_result(d, pl, last, streams=streams, chunks=chunks, block=block,
                                     nbytes=pl.nbytes, reference={"ratio": ref["ratio"], **rcfg})
     return {**base, "status": "ok", "pipeline": result}

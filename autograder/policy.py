@@ -35,7 +35,7 @@ __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "t
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
            "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "pipeline_near_boundary",
            "decide_pipeline", "PipelineDecision", "pipeline_advice", "large_flags", "correctness_points",
-           "partial_rule", "pipeline_result"]
+           "partial_rule", "pipeline_result", "WrongPipelineOutput", "decide_checked_pipeline"]
 
 TIMEOUT_MULTIPLE = 50
 MAX_ROUNDS = 4
@@ -169,6 +169,30 @@ def decide_pipeline(measure, pipeline, band: float = PIPELINE_BAND,
         unsure = pipeline_near_boundary(ratio, band, (pipeline.full_at, pipeline.half_at)) is not None
         if not unsure or rounds >= max_rounds:
             return PipelineDecision(ratio, pipeline.fraction(ratio), rounds, t, s, not unsure)
+
+
+class WrongPipelineOutput(Exception):
+    """A timed pipeline run's output was wrong; ``measurement`` is its 1-based number."""
+
+    def __init__(self, message: str, measurement: int):
+        super().__init__(message)
+        self.measurement = measurement
+
+
+def decide_checked_pipeline(run_once, pipeline) -> tuple:
+    """`decide_pipeline` over driver runs: ``run_once(i)`` (i = 1, 2, ...) returns a driver report (keys
+    ``correct``, ``message``, ``total_ms``, ``serial_ms``); a wrong one raises `WrongPipelineOutput`.
+    Returns (the decision, the last report)."""
+    reports = []
+
+    def measure():
+        rep = run_once(len(reports) + 1)
+        if not rep.get("correct"):
+            raise WrongPipelineOutput(rep.get("message", "") or "wrong output", len(reports) + 1)
+        reports.append(rep)
+        return rep["total_ms"], rep["serial_ms"]
+
+    return decide_pipeline(measure, pipeline), reports[-1] if reports else None
 
 
 def pipeline_advice(p: PipelineResult) -> str:

@@ -283,6 +283,7 @@ def _run_call(chan: Channel, task: dict, ex, driver, lock) -> None:
     correctness step does: it overlaps other gradings' untimed work, never another grading's timed pass.
     """
     import types
+    from .cuda_errors import driver_failure
     from .device import gpu_sections
     shared, alone = gpu_sections(types.SimpleNamespace(gpu_lock=lock))  # alone: the timed pipeline step
     steps = task["steps"]
@@ -302,24 +303,8 @@ def _run_call(chan: Channel, task: dict, ex, driver, lock) -> None:
             with shared():
                 data = driver(ex.name, task["call"], dict(case), int(task["seed"]) + i)
         except Exception as exc:  # a CUDA error from cuBLAS or the driver: report it, and leave this context
-            chan.send(kind="result", step=i, fatal=True, data=_driver_failure(ex, exc, ex.size_label(case)))
+            chan.send(kind="result", step=i, fatal=True, data=driver_failure(ex, exc, ex.size_label(case)))
             return
         failed = failed or data.get("status") != "passed"
         chan.send(kind="result", step=i, data=dict(data), fatal=False)
 
-
-def _driver_failure(ex, exc: BaseException, label: str) -> dict:
-    """The result of a case whose driver raised: out of memory is never the student's; nor is anything else
-    when the driver is grader-owned (its kernels, buffers and copies), a grader error; a library call's
-    failure is the student's arguments' doing, "crashed"."""
-    from .cuda_errors import call_out_of_memory, is_out_of_memory
-    text = f"{type(exc).__name__}: {exc}"
-    if is_out_of_memory(text):
-        return call_out_of_memory(text, label)
-    if ex.grader_owned:
-        return {"status": "grader error", "message": (
-            f"the grader's driver {ex.driver} failed at {label} ({text}). It runs only the grader's own kernels, "
-            "buffers and copies, so this is the grader's fault: not charged to you.")}
-    return {"status": "crashed", "message": (
-        f"the call failed on the GPU ({text}). Check every size and leading dimension against the buffers they "
-        "describe.")}

@@ -90,26 +90,41 @@ def gpu_cell(line: str, cell: str, shell) -> None:
     shell.run_cell(cell)
 
 
-def cublas_cell(line: str, cell: str) -> bool:
-    """Read the call in ``cell`` as data, check it, and make it once on a small padded case (cuBLAS with a
-    GPU, a NumPy model of it without). Prints the verdict; returns whether the call was right."""
-    from . import calls
+def _cell_name(line: str, magic: str, known) -> str:
+    """The --name of a data cell's magic line, one of ``known``; a usage error saying what to write."""
     try:
         args = shlex.split(line)
         name = args[args.index("--name") + 1]
     except (ValueError, IndexError):
-        raise _usage_error("%%cublas takes --name EXERCISE (" + ", ".join(calls.PROBLEMS) + ")") from None
-    if name not in calls.PROBLEMS:
-        raise _usage_error(f"%%cublas: unknown exercise {name!r}; known: {', '.join(calls.PROBLEMS)}")
+        raise _usage_error(f"{magic} takes --name EXERCISE ({', '.join(known)})") from None
+    if name not in known:
+        raise _usage_error(f"{magic}: unknown exercise {name!r}; known: {', '.join(known)}")
+    return name
+
+
+def _data_cell(name: str, cell: str, parse, error: type, check):
+    """Record a data cell's source, read it with ``parse`` (never run) and check it; the value, or None once
+    the reason it is not usable is printed."""
     cell_sources[name] = cell
     try:
-        call = calls.parse_call_cell(cell, name)
-    except calls.CallDataError as exc:
+        value = parse(cell, name)
+    except error as exc:
         print(f"{name}: {exc}")
-        return False
-    problem = calls.check_call(name, call)
+        return None
+    problem = check(value)
     if problem:
         print(f"{name}: {problem}")
+        return None
+    return value
+
+
+def cublas_cell(line: str, cell: str) -> bool:
+    """Read the call in ``cell`` as data, check it, and make it once on a small padded case (cuBLAS with a
+    GPU, a NumPy model of it without). Prints the verdict; returns whether the call was right."""
+    from . import calls
+    name = _cell_name(line, "%%cublas", calls.PROBLEMS)
+    call = _data_cell(name, cell, calls.parse_call_cell, calls.CallDataError, lambda c: calls.check_call(name, c))
+    if call is None:
         return False
     from ._env import gpu_available
     gpu = gpu_available()
@@ -130,20 +145,9 @@ def streams_cell(line: str, cell: str) -> bool:
     print the verdict and how the host issues the first two chunks; returns whether it is well formed and
     orders every read after its write. The grader runs it on the GPU (`autograder.preview`)."""
     from . import schedule as sched
-    try:
-        args = shlex.split(line)
-        name = args[args.index("--name") + 1]
-    except (ValueError, IndexError):
-        raise _usage_error("%%streams takes --name EXERCISE (two_stage)") from None
-    cell_sources[name] = cell
-    try:
-        plan = sched.parse_schedule_cell(cell, name)
-    except sched.ScheduleError as exc:
-        print(f"{name}: {exc}")
-        return False
-    problem = sched.check_schedule(plan)
-    if problem:
-        print(f"{name}: {problem}")
+    name = _cell_name(line, "%%streams", sched.EXERCISES)
+    plan = _data_cell(name, cell, sched.parse_schedule_cell, sched.ScheduleError, sched.check_schedule)
+    if plan is None:
         return False
     missing = sched.missing_dependencies(plan, plan["chunks"])
     for m in missing:

@@ -28,12 +28,15 @@ import re
 
 from ._sources import cell_literal
 
-__all__ = ["STAGES", "DEPENDENCIES", "KEYS", "MAX_STREAMS", "MAX_CHUNKS", "MAX_EVENTS", "MAX_WAITS", "ScheduleError",
+__all__ = ["EXERCISES", "STAGES", "DEPENDENCIES", "KEYS", "MAX_STREAMS", "MAX_CHUNKS", "MAX_EVENTS", "MAX_WAITS", "ScheduleError",
            "Dependency", "Missing", "parse_schedule_cell", "check_schedule", "stream_of", "plan",
            "missing_dependencies", "dependency_message", "issue_order"]
 
 STAGES = ("h2d", "produce", "consume", "d2h")
 KEYS = ("streams", "chunks", "stream", "record", "wait")
+EXERCISES = ("two_stage",)
+"""The exercises whose cells hold a schedule (the %%streams magic accepts these names)."""
+
 # The caps of a schedule, here only: the %%streams magic, the grader's check (drivers.two_stage.LIMITS) and
 # the notebook read them from here. They keep a schedule (and the plan the host issues) small: a real one
 # needs a few streams, a few dozen chunks and one or two events.

@@ -336,7 +336,7 @@ def test_pipeline_step_measures_again_near_a_boundary():
 
 @pytest.mark.parametrize("error, says", [
     (RuntimeError("cudaErrorLaunchFailure: unspecified launch failure"), "driver drivers.two_stage:pipeline_report"
-     " failed in the pipeline run"),
+     " failed at the pipeline run"),
     (RuntimeError("cudaErrorMemoryAllocation: out of memory"), "ran out of memory"),
 ])
 @pytest.mark.parametrize("fails_at", [0, 1])   # the reference's run, the student's

@@ -111,3 +111,23 @@ def test_streams_cell_refuses_more_events_than_the_cap(capsys):
     cell = repr({"streams": 2, "chunks": 4, "stream": {st: [0, 1] for st in sched.STAGES}, "record": events})
     assert _magic.streams_cell("--name two_stage", cell) is False
     assert f"at most {sched.MAX_EVENTS}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line,says", [("", "takes --name EXERCISE (two_stage)"),
+                                       ("--name two_stages", "unknown exercise 'two_stages'; known: two_stage")])
+def test_streams_cell_names_its_exercises(line, says):
+    """Does %%streams, like %%cublas, refuse a missing or unknown --name and list the exercises it knows?"""
+    with pytest.raises(Exception) as err:
+        _magic.streams_cell(line, "{}")
+    assert says in str(err.value)
+
+
+def test_schedule_exercises_are_the_specs():
+    """Are course.schedule.EXERCISES exactly the spec exercises whose cells are %%streams cells?"""
+    import pathlib
+    from autograder import load_chapter
+    from course import schedule as sched
+    specs = pathlib.Path(__file__).resolve().parents[2] / "autograder" / "specs"
+    named = {e.name for p in specs.glob("[0-9][0-9]_*.py") for e in load_chapter(p.stem)
+             if getattr(e, "magic", None) == "%%streams"}
+    assert named == set(sched.EXERCISES)
