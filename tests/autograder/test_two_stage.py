@@ -293,7 +293,7 @@ def expectation(path) -> dict:
 
 def test_corpus_has_the_attacks():
     names = {p.stem for p in corpus_cases()}
-    assert {"missing_wait_hidden_by_luck", "one_stream", "wait_never_recorded"} <= names
+    assert {"missing_wait_hidden_by_luck", "one_stream", "wait_never_recorded", "wait_flood", "too_many_waits", "unhashable_key"} <= names
 
 
 @pytest.mark.parametrize("path", corpus_cases(), ids=lambda p: p.stem)
