@@ -273,18 +273,19 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
 PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as drivers.pipeline launches (its MAX_GRID)
 
 
-def _run_driver(driver, kernel, cfg: dict, n: int, seed: int) -> dict:
+def _run_driver(driver, kernel, cfg: dict, n: int, seed: int, reference=None) -> dict:
     return driver(kernel, streams=int(cfg["streams"]), chunks=int(cfg["chunks"]), block=int(cfg["block"]), n=n,
-                  seed=seed)
+                  seed=seed, reference=reference)
 
 
 def pipeline_step(ctx: Context) -> dict:
     """The student kernel in the spec's pipeline driver with the student's streams and chunks.
 
     The reference kernel runs through the same driver first, with its own LAUNCH, for context. The
-    output of every pipeline call is checked (by the driver, against NumPy); a ratio inside the noise
-    band of a tier boundary is measured once more (policy.decide_pipeline). Every call is timed, so the
-    step holds the GPU alone (`gpu_sections`).
+    output of every pipeline run is checked (by the driver, on fresh inputs); a ratio inside the noise
+    band of a tier boundary is measured once more (policy.decide_pipeline). The time without overlap is
+    the reference kernel's (the driver's ``reference``), so a kernel slow only over the whole array gains
+    nothing. Every call is timed, so the step holds the GPU alone (`gpu_sections`).
     """
     _, alone = gpu_sections(ctx)
     with alone():
@@ -317,7 +318,7 @@ def _pipeline(ctx: Context) -> dict:
     def run_once(i):
         ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel in {what}")
         try:
-            return _run_driver(driver, ctx.student, cfg, n, seed + i)
+            return _run_driver(driver, ctx.student, cfg, n, seed + i, reference=ctx.reference)
         finally:
             ctx.arm(SETUP_TIMEOUT_S, "")
 

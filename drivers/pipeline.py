@@ -15,14 +15,16 @@ MAX_GRID = 1024
 
 
 def process_chunk_reference(x):
-    """What ``process_chunk`` computes elementwise, on float64: x * (x*x - 0.5)."""
+    """What ``process_chunk`` computes elementwise, on float64: x * (x*x - 0.5) (operators only, so that it
+    runs on NumPy and CuPy arrays alike)."""
     return x * (x * x - 0.5)
 
 
 def pipeline_report(kernel, *, streams: int, chunks: int, block: int = 256, n: int = course.streams.PIPELINE_N,
-                    seed: int = 0, repeats: int = 3) -> dict:
-    """The student's chunk kernel in the pipeline over ``n`` floats each way; see
+                    seed: int = 0, repeats: int = 3, reference=None) -> dict:
+    """The student's chunk kernel in the pipeline over ``n`` floats each way, the time without overlap taken
+    with ``reference`` (the grader's compiled reference kernel; the kernel itself when None); see
     `course.streams.pipeline_report` for the keys of the returned dict."""
     return course.streams.pipeline_report(kernel, expected=process_chunk_reference, streams=streams,
                                           chunks=chunks, block=block, n=n, seed=seed, repeats=repeats,
-                                          max_grid=MAX_GRID)
+                                          max_grid=MAX_GRID, serial_kernel=reference)

@@ -257,6 +257,8 @@ def test_step_runs_reference_with_its_launch_and_student_with_theirs(step_ctx):
     assert ref.calls[0]["streams"] == 4 and ref.calls[0]["chunks"] == 16 and ref.calls[0]["n"] == 1 << 26
     assert student.calls[0]["streams"] == 2 and student.calls[0]["chunks"] == 8 and student.calls[0]["block"] == 128
     assert student.calls[0]["seed"] != 0  # secret inputs, not the driver's default
+    # the time without overlap is the reference kernel's, never one the student's kernel could inflate
+    assert student.calls[0]["reference"] is ref and ref.calls[0]["reference"] is None
     assert p["spans"][0] == ["stream 0", "H2D", 0.1235, 1.0]
     armed = [w for _, w in arms if w]
     assert armed == ["your kernel in the pipeline (2 streams, 8 chunks, 256 MiB each way)"]

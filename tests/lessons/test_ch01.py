@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from repo_helpers import REPO, chapter_markdown, check_quotes, import_course, read_json_notebook, recorded_rows
+from repo_helpers import REPO, chapter_markdown, check_quotes, fail_on, import_course, read_json_notebook, recorded_rows
 
 STEM = "01_first_kernel"
 
@@ -199,3 +199,39 @@ def test_sass_named_in_the_text_is_what_the_chapter_prints():
     # a name may stop short of the printed modifiers (`ISETP.GE` for ISETP.GE.AND), not differ from them
     wrong = {n for n in named if not any(p == n or p.startswith(n + ".") for p in printed)}
     assert not wrong, f"named in chapter 01's text but not printed by its SASS cell: {sorted(wrong)}; printed: {sorted(printed)}"
+
+
+def _recorded_waves() -> dict:
+    """(block, rounds) -> {waves: (median us, samples)} from the committed H100 recording."""
+    rec = json.loads((REPO / "benchmarks" / "results" / "sweeps" / f"{STEM}_waves.json").read_text())
+    rows = {}
+    for p in rec["points"]:
+        v = p["values"]
+        rows.setdefault((v["block"], v["rounds"]), {})[v["waves"]] = (p["value"], p.get("samples", [p["value"]]))
+    return rows
+
+
+def test_wave_recording_is_medians_without_outliers():
+    """Issue #16: is every recorded point the median of at least three runs, and does no point stand above both
+    of its neighbours by more than a third (a disturbed measurement, not a wave step, which stays up)?"""
+    problems = []
+    for key, row in sorted(_recorded_waves().items()):
+        xs = sorted(row)
+        for i, x in enumerate(xs):
+            value, samples = row[x]
+            if len(samples) < 3 or value != sorted(samples)[len(samples) // 2]:
+                problems.append(f"{key} x={x}: {value} is not the median of three or more runs {samples}")
+            if 0 < i < len(xs) - 1 and value > 1.33 * max(row[xs[i - 1]][0], row[xs[i + 1]][0]):
+                problems.append(f"{key} x={x}: {value:.1f} us above both neighbours")
+    fail_on(problems, "benchmarks/results/sweeps/01_first_kernel_waves.json:")
+
+
+def test_wave_text_quotes_the_recording():
+    """Issue #16: do the plateaus the text names (rounds=512, 1,024-thread blocks) equal the recorded points
+    midway along each wave, and the residency step (rounds=0) the points either side of x = 2?"""
+    rows = _recorded_waves()
+    heavy, light = rows[(1024, 512)], rows[(1024, 0)]
+    check_quotes(STEM, [
+        ("about 49, 92, 134 and 176 us", [heavy[x][0] for x in (0.5, 1.5, 2.5, 3.5)]),
+        ("from about 26 to 33 us", [light[2.0][0], light[2.125][0]]),
+    ])

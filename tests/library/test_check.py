@@ -72,3 +72,46 @@ def test_assert_close_raises_with_message():
     """Does assert_close raise CheckError carrying the same message?"""
     with pytest.raises(CheckError, match="1 of 3"):
         assert_close(np.array([1.0, 2, 4]), np.array([1.0, 2, 3]))
+
+
+def _tricky_pairs():
+    """(out, ref, kwargs) pairs at the edges of the rule: NaN and Inf placement, values just inside and just
+    outside the tolerance, integers, a shape mismatch."""
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(-2, 2, 100_003).astype(np.float32)
+    rtol, atol = default_tolerance(np.float32)
+    atol *= float(np.abs(ref).max())
+    edge = (atol + rtol * np.abs(ref.astype(np.float64)))
+    inside = (ref.astype(np.float64) + edge * 0.999).astype(np.float32)
+    outside = ref.copy()
+    outside[[5, 77, 100_002]] = (ref[[5, 77, 100_002]].astype(np.float64) + 3 * edge[[5, 77, 100_002]]).astype(np.float32)
+    nan_ref, nan_out = ref.copy(), ref.copy()
+    nan_ref[[1, 9]] = np.nan
+    nan_out[[1, 9]] = np.nan
+    moved = nan_out.copy()
+    moved[9], moved[10] = ref[9], np.nan
+    inf_ref = ref.copy()
+    inf_ref[4] = np.inf
+    wrong_sign = inf_ref.copy()
+    wrong_sign[4] = -np.inf
+    ints = np.arange(1000, dtype=np.int32)
+    ints_bad = ints.copy()
+    ints_bad[999] += 1
+    return [(ref, ref, {}), (inside, ref, {}), (outside, ref, {}), (nan_out, nan_ref, {}), (moved, nan_ref, {}),
+            (inf_ref, inf_ref, {}), (wrong_sign, inf_ref, {}), (ints, ints, {}), (ints_bad, ints, {}),
+            (ref[:-1], ref, {}), (ref.astype(np.float64), ref.astype(np.float64), {"rtol": 0.0, "atol": 0.0}),
+            (outside.astype(np.float64), ref.astype(np.float64), {"rtol": 1e-6})]
+
+
+@pytest.mark.gpu
+def test_device_check_agrees_with_the_host_check():
+    """Do CuPy inputs (checked on the GPU) give the host check's verdict, counts, errors and message?"""
+    import cupy
+    for i, (out, ref, kw) in enumerate(_tricky_pairs()):
+        host = check(out, ref, **kw)
+        dev = check(cupy.asarray(out), cupy.asarray(ref), **kw)
+        assert (bool(dev), dev.n_bad, dev.n_total, dev.message) == (bool(host), host.n_bad, host.n_total,
+                                                                    host.message), f"pair {i}"
+        # repr: a NaN in first_bad equals no other NaN
+        assert repr((dev.max_abs_err, dev.max_rel_err, dev.first_bad)) == repr(
+            (host.max_abs_err, host.max_rel_err, host.first_bad)), f"pair {i}"

@@ -90,8 +90,8 @@ def test_the_graders_driver_is_this_pipeline_with_the_exercise_fixed(monkeypatch
     from drivers import pipeline as driver
     seen = {}
     monkeypatch.setattr(pl, "pipeline_report", lambda kernel, **kw: seen.update(kernel=kernel, **kw) or "report")
-    assert driver.pipeline_report("K", streams=4, chunks=16, block=256, n=1 << 20, seed=7) == "report"
-    assert seen["kernel"] == "K" and seen["max_grid"] == driver.MAX_GRID == 1024
+    assert driver.pipeline_report("K", streams=4, chunks=16, block=256, n=1 << 20, seed=7, reference="R") == "report"
+    assert seen["kernel"] == "K" and seen["max_grid"] == driver.MAX_GRID == 1024 and seen["serial_kernel"] == "R"
     assert (seen["streams"], seen["chunks"], seen["block"], seen["n"], seen["seed"]) == (4, 16, 256, 1 << 20, 7)
     x = np.array([-2.0, 0.5, 3.0])
     assert np.array_equal(seen["expected"](x), x * (x * x - 0.5))
@@ -121,6 +121,26 @@ def test_pipeline_is_correct_and_overlaps(process):
     assert four < one
     st = pl.stage_times(process, bufs, pl.chunk_bounds(n, 8)[0][1], duplex=True, budget_s=0.2)
     assert all(st[k] > 0 for k in ("h2d", "kernel", "d2h", "both"))
+
+
+@pytest.mark.gpu
+def test_buffers_check_fresh_inputs_and_poisoned_outputs(process):
+    """Does `PipelineBuffers.check` pass a right run, fail a run that never happened after a refill (both
+    outputs poisoned), and judge by the inputs drawn from the seed, not by a host input a kernel overwrote?"""
+    n = (1 << 20) + 7
+    bufs = pl.PipelineBuffers(n, seed=11)
+    pl.run_pipeline(process, bufs, n_streams=2, n_chunks=4)
+    expected = lambda x: x * (x * x - 0.5)  # noqa: E731
+    assert bufs.check(expected)
+    first = bufs.h_in.copy()
+    bufs.h_in[:] = 0.0   # as a kernel writing through a mapped host pointer could
+    assert bufs.check(expected), "the check must not read the input back from the buffers"
+    bufs.fill(12)
+    assert not np.array_equal(bufs.h_in, first)
+    stale = bufs.check(expected)
+    assert not stale and stale.n_bad == n and "never written" in stale.message
+    pl.run_pipeline(process, bufs, n_streams=2, n_chunks=4)
+    assert bufs.check(expected)
 
 
 @pytest.mark.gpu
