@@ -1,5 +1,5 @@
-"""Diagrams of how a kernel cuts its work into tiles: a GEMM's block, warp, thread and K-slice levels, and a
-tile transpose through shared memory.
+"""Diagrams of how a kernel cuts its work into tiles: a GEMM's block, warp, thread and K-slice levels, a
+tile transpose through shared memory, and a convolution thread's sliding window of registers.
 
 The drawings take every size and position as arguments; the lesson modules read those from the kernels
 themselves (their ``#define``s, shared declarations and index formulas), so a picture cannot show a tiling
@@ -7,7 +7,7 @@ the kernel does not use. Only matplotlib is needed: no GPU, no CUDA.
 """
 from __future__ import annotations
 
-__all__ = ["gemm_tiling", "tile_transpose"]
+__all__ = ["gemm_tiling", "register_window", "tile_transpose"]
 
 
 def _grid(ax, x0, y0, w, h, step_x, step_y, **kw):
@@ -129,3 +129,95 @@ def tile_transpose(tile: tuple, row_words: int, block: tuple, *, banks: int = 32
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig, col_banks
+
+
+def _window_trace(taps: int, r: int) -> dict:
+    """Replay the tap loop of chapter 09's ``conv_reg`` for one thread, on sample offsets from its first output
+    ``i0``: what ``a[0..r-1]`` holds at each tap, which x it loads next, and the loads and FMAs it issues."""
+    a = list(range(r))                    # the prologue: a[q] = x[i0 + q]
+    x_loads, w_loads, fmas, rows = r, 0, 0, []
+    for j0 in range(0, taps, r):
+        for k in range(r):
+            j = j0 + k
+            w_loads += 1                  # wj = c_taps[j]
+            window = tuple(a)
+            fmas += r                     # acc[q] = fmaf(a[q], wj, acc[q])
+            a = a[1:] + [None]            # the slide a[q] = a[q + 1]
+            new = r + j if j + 1 < taps else None
+            if new is not None:
+                a[r - 1] = new
+                x_loads += 1
+            rows.append({"tap": j, "window": window, "new": new})
+    return {"x_loads": x_loads, "w_loads": w_loads, "fmas": fmas, "rows": rows}
+
+
+def register_window(taps: int, outputs: int, step: int = 0, *, steps: int = 4, title: str = ""):
+    """Consecutive taps of a convolution thread that computes ``outputs`` (R) results from a sliding window
+    of R registers, as chapter 09's ``conv_reg`` does: per tap, the samples ``a[0..R-1]`` hold, the tap
+    ``w[j]`` they are multiplied by, the outputs they feed, and the one sample loaded for the next tap.
+
+    ``taps`` (G) must be a multiple of R, as the kernel's loop of R taps per trip assumes; ``step`` is the
+    first tap drawn. The counts come from replaying the kernel's loop, not from a formula. Returns (figure,
+    trace): the trace has ``x_loads``, ``w_loads`` and ``fmas`` of the whole loop, ``per_tap`` (loads per
+    FMA at one tap) and ``rows``, one per drawn tap: ``tap``, ``window`` (offsets from the thread's first
+    output) and ``new`` (the offset loaded for the next tap, None at the last).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Rectangle
+    r, g = int(outputs), int(taps)
+    if r < 1 or g < 1 or g % r:
+        raise ValueError(f"register_window needs R >= 1 outputs and a tap count that is a multiple of R (the "
+                         f"kernel's tap loop takes R taps per trip); got {g} taps and R = {r}")
+    if not 0 <= step < g or steps < 1:
+        raise ValueError(f"step is the first tap drawn, 0 to {g - 1}, and steps at least 1; got step {step}, "
+                         f"steps {steps}")
+    trace = _window_trace(g, r)
+    rows = trace["rows"][step:step + steps]
+    first = rows[0]
+    track = first["window"][-1]                         # the newest sample at the first tap, followed down
+    uses = sum(track in row["window"] for row in trace["rows"])
+    trace.update(rows=rows, per_tap=(1 + (first["new"] is not None)) / r)
+    lo = first["window"][0]                             # the leftmost sample drawn
+    ncols = max(row["window"][-1] if row["new"] is None else row["new"] for row in rows) - lo + 1
+    fig, ax = plt.subplots(figsize=(0.55 * ncols + 6, 1.0 + 0.6 * (len(rows) + 3)))
+    blue, new_c, red = "tab:blue", "tab:orange", "tab:red"
+    for k in range(lo, lo + ncols):
+        ax.text(k - lo + 0.5, -0.3, str(k), ha="center", va="bottom", fontsize=7, color="gray")
+    ax.text(-0.3, -0.3, "x[i0 + k], k =", ha="right", va="bottom", fontsize=8, color="gray")
+    for s, row in enumerate(rows):
+        y0 = s * 1.25
+        for q, k in enumerate(row["window"]):
+            ax.add_patch(Rectangle((k - lo, y0), 1, 1, fc=to_rgba(blue, 0.25), ec=red if k == track else "gray",
+                                   lw=2 if k == track else 0.5))
+            ax.text(k - lo + 0.5, y0 + 0.5, f"a[{q}]", ha="center", va="center", fontsize=6)
+        if row["new"] is not None:
+            ax.add_patch(Rectangle((row["new"] - lo, y0), 1, 1, fc=new_c, alpha=0.6, ec="gray", lw=0.5))
+            ax.text(row["new"] - lo + 0.5, y0 + 0.5, "load", ha="center", va="center", fontsize=6)
+        loads = f"w[{row['tap']}]" + (f" and x[i0 + {row['new']}]" if row["new"] is not None else " (last tap: no x)")
+        ax.text(-0.3, y0 + 0.5, f"tap j = {row['tap']}", ha="right", va="center", fontsize=8)
+        ax.text(ncols + 0.3, y0 + 0.5, f"acc[q] += a[q] * w[{row['tap']}], q = 0..{r - 1}: {r} FMAs\nloads {loads}",
+                ha="left", va="center", fontsize=7)
+    # the outputs: acc[q] is y[i0 + q] for every tap; red marks those the tracked sample feeds, with its tap
+    y0 = len(rows) * 1.25 + 0.35
+    fed = {track - row["window"][0]: row["tap"] for row in rows if track in row["window"]}
+    for q in range(r):
+        ax.add_patch(Rectangle((q, y0), 1, 1, fc=to_rgba(red, 0.35) if q in fed else "white", ec="black", lw=0.6))
+        ax.text(q + 0.5, y0 + 0.5, f"acc[{q}]" + (f"\nw[{fed[q]}]" if q in fed else ""), ha="center",
+                va="center", fontsize=6)
+    ax.text(-0.3, y0 + 0.5, "acc[q] = y[i0 + q]", ha="right", va="center", fontsize=8)
+    total = (trace["x_loads"] + trace["w_loads"]) / trace["fmas"]
+    x_first = int(first["new"] is not None)
+    ax.text(0, y0 + 1.35, f"blue: the registers a[0..{r - 1}]; orange: the sample loaded for the next tap; red: "
+            f"x[i0 + {track}], loaded once, feeds {len(fed)} FMAs here ({uses} over the whole loop), one output per "
+            f"tap.\nAt tap {first['tap']}: {r} FMAs for {x_first} load of x and 1 of w, {trace['per_tap']:.3g} loads "
+            f"per FMA (variants 3 and 4: 2). Whole loop, {g} taps: {trace['x_loads']} loads of x ({r} to fill the "
+            f"window, then one per tap but the last),\n{trace['w_loads']} of w, {trace['fmas']:,} FMAs: "
+            f"{total:.3g} loads per FMA.", ha="left", va="top", fontsize=8)
+    ax.set_xlim(-4.5, ncols + 7.5)
+    ax.set_ylim(y0 + 2.6, -0.8)
+    ax.axis("off")
+    ax.set_title(title or f"one thread's register window: R = {r} outputs, G = {g} taps (taps {rows[0]['tap']} "
+                 f"to {rows[-1]['tap']})", fontsize=10)
+    fig.tight_layout()
+    return fig, trace

@@ -133,3 +133,16 @@ def check_quotes(stem: str, quotes: list) -> None:
         if len(nums) != len(values) or not all(quote_close(q, v) for q, v in zip(nums, values)):
             problems.append(f"{phrase!r} quotes {nums}; the recordings hold {[round(v, 3) for v in values]}")
     fail_on(problems, f"chapters/{stem}.ipynb against benchmarks/results/nvidia-h100-80gb-hbm3.json:")
+
+
+def nvrtc_or_skip():
+    """The course package when NVRTC can compile here; the test is skipped where NVRTC cannot be loaded."""
+    import pytest
+    course = pytest.importorskip("course")
+    try:
+        course.compile_for_arch('extern "C" __global__ void k() {}', "sm_80")
+    except course.CompileError as exc:
+        if "could not be loaded" in str(exc):
+            pytest.skip("no NVRTC here")
+        raise
+    return course

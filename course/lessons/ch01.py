@@ -1,5 +1,5 @@
 """Chapter 01 (first kernel): index maps, the wave sweep, FMA expectations, the sticky error in a child
-process, and the clock ramp-up plot.
+process, the clock ramp-up plot, and the standalone C++ program built with nvcc.
 
 Everything that draws or counts runs on the CPU; the functions that touch a GPU say so and raise
 `course.NoGPUError` without one. The kernels are the notebook's ``%%cuda`` cells: helpers take them
@@ -12,19 +12,21 @@ import math
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from course import benchmark, device_info, grid_2d, grid_for
+from course import CELL_FIRST_LINE, benchmark, device_info, gpu_available, grid_2d, grid_for
 
 __all__ = [
     "WARP", "thread_map_1d", "plot_thread_map_1d", "plot_index_map_2d", "fma_inputs",
     "fma_expected", "ptx_float_ops", "sticky_error_demo", "print_steps", "plot_ramp_up", "wave_runner",
-    "WAVE_SLICE", "plot_wave_sweep",
+    "WAVE_SLICE", "plot_wave_sweep", "nvcc_path", "build_and_run", "host_program",
 ]
 
 WARP = 32
@@ -297,3 +299,50 @@ def plot_ramp_up(result: dict, ax=None):
         ax2.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     return ax
+
+
+# --- the vector add as a standalone C++ program, built with nvcc ------------------------------------
+
+def nvcc_path() -> str | None:
+    """nvcc on PATH, else in $CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin; None where there is none."""
+    if shutil.which("nvcc"):
+        return shutil.which("nvcc")
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(path := os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return path
+    return None
+
+
+def build_and_run(source: str, arch: str, *, nvcc: str, first_line: int = 1, timeout_s: float = 90.0) -> tuple:
+    """Build ``source`` (as vec_add.cu in a temporary folder) with ``nvcc`` for ``arch`` and run it: (it built and
+    exited with 0, the command and then the program's output or nvcc's messages). A failed build or run is
+    reported, never raised. ``first_line`` numbers lines as the notebook numbers the cell (nvcc, ``__LINE__``)."""
+    shown = f"$ nvcc -O2 -arch={arch} -o vec_add vec_add.cu && ./vec_add"
+    with tempfile.TemporaryDirectory(prefix="course_ch01_") as tmp:
+        src, exe = os.path.join(tmp, "vec_add.cu"), os.path.join(tmp, "vec_add")
+        Path(src).write_text((f'#line {first_line} "vec_add.cu"\n' if first_line != 1 else "") + source)
+        try:
+            built = subprocess.run([nvcc, "-O2", f"-arch={arch}", "-o", exe, src], capture_output=True,
+                                   text=True, timeout=timeout_s, cwd=tmp)
+            if built.returncode != 0:
+                return False, (f"{shown}\nnvcc stopped with exit status {built.returncode}:\n"
+                               + (built.stdout + built.stderr).strip())
+            ran = subprocess.run([exe], capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
+        except subprocess.TimeoutExpired as exc:
+            return False, f"{shown}\n{Path(exc.cmd[0]).name} did not finish within {timeout_s:.0f} s"
+        except OSError as exc:
+            return False, f"{shown}\ncould not start {exc.filename or nvcc}: {exc.strerror or exc}"
+    status = "" if ran.returncode == 0 else f"\n(the program exited with status {ran.returncode})"
+    return ran.returncode == 0, f"{shown}\n{(ran.stdout + ran.stderr).strip()}{status}"
+
+
+def host_program(source: str) -> str:
+    """What chapter 01 prints for its standalone program: the command and the program's output where nvcc
+    and a GPU are present, else one sentence naming what is missing (never a traceback)."""
+    nvcc, gpu = nvcc_path(), gpu_available()
+    if nvcc and gpu:
+        return build_and_run(source, device_info().arch, nvcc=nvcc, first_line=CELL_FIRST_LINE)[1]
+    missing = [what for what, here in (("nvcc (looked for on PATH, in $CUDA_HOME/bin and /usr/local/cuda/bin)",
+                                        nvcc), ("GPU", gpu)) if not here]
+    return (f"Not built and run here: this machine has no {' and no '.join(missing)}. "
+            "The next cell takes the same steps through CuPy.")

@@ -194,19 +194,23 @@ TRANSPOSE_ABOUT = {"transpose_naive": "coalesced reads, 32-sector writes",
 """What each of the lesson's transposes changes, for the table's last column."""
 
 
-def transpose_launch(rows: int, cols: int) -> tuple:
-    """(grid, block) of the lesson's transposes: one (32, 8) block per 32 x 32 tile."""
-    return (-(-cols // 32), -(-rows // 32)), (32, 8)
+def transpose_launch(rows: int, cols: int, per_thread: int = 1) -> tuple:
+    """(grid, block): a block per 32 x 32 tile, ``per_thread`` elements a thread. The lesson's transposes move
+    one (block (32, 32)); ``per_thread=4`` is the graded exercise's (32, 8), the step left to the student."""
+    if per_thread < 1 or 32 % per_thread:
+        raise ValueError(f"per_thread must divide the tile's 32 rows (1, 2, 4, ... 32); got {per_thread}")
+    return (-(-cols // 32), -(-rows // 32)), (32, 32 // per_thread)
 
 
-def transpose_tile_figure(kernel: str = "transpose_pad"):
-    """The tile transpose drawn with ``kernel``'s own shared tile (read from the notebook's cell) and the
-    lesson's launch; returns (figure, banks of the tile column a warp reads back)."""
+def transpose_tile_figure(kernel: str = "transpose_pad", per_thread: int = 1):
+    """The tile transpose drawn with ``kernel``'s own shared tile (read from the notebook's cell) and
+    `transpose_launch`'s block for ``per_thread``; returns (figure, banks of the tile column a warp reads back)."""
     from ..diagrams import tile_transpose
     body = lesson_cell(CHAPTER, kernel).source.split(f" {kernel}(", 1)[1].split('extern "C"', 1)[0]
     rows, words = map(int, re.search(r"__shared__\s+float\s+tile\[(\d+)\]\[(\d+)\]", body).groups())
-    return tile_transpose((rows, rows), words, transpose_launch(1, 1)[1],
-                          title=f"{kernel}: a {rows} x {rows} tile through float tile[{rows}][{words}]")
+    block = transpose_launch(1, 1, per_thread)[1]
+    return tile_transpose((rows, rows), words, block,
+                          title=f"{kernel}: a {rows} x {rows} tile through float tile[{rows}][{words}], block {block}")
 
 
 def transpose_table(kernels, rows: int = 8192, cols: int = 8192, check_shape=(1000, 1037), **compare_kw):
@@ -317,7 +321,7 @@ def ncu_bank_conflicts(rows: int = 1024, cols: int = 1024) -> list:
         f"x = cupy.random.default_rng(1).standard_normal(({rows}, {cols}), dtype=cupy.float32)\n"
         f"y = cupy.empty(({cols}, {rows}), dtype=cupy.float32)\n"
         "for name in ('transpose_smem', 'transpose_pad', 'transpose_swizzle'):\n"
-        f"    m.kernel(name)(({-(-cols // 32)}, {-(-rows // 32)}), (32, 8), x, y, {rows}, {cols})\n"
+        f"    m.kernel(name)(*{transpose_launch(rows, cols)!r}, x, y, {rows}, {cols})\n"
         "cupy.cuda.Device().synchronize()\n")
     res: NcuResult = run_ncu(script, [_M_LD, _M_ST, _M_WF_LD], kernel="regex:transpose_", launches=3)
     if not res:

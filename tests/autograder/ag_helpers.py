@@ -38,14 +38,4 @@ def no_gpu_env():
     return env
 
 
-def nvrtc_or_skip():
-    """The course package when NVRTC can compile here; the test is skipped where NVRTC cannot be loaded."""
-    import pytest
-    course = pytest.importorskip("course")
-    try:
-        course.compile_for_arch('extern "C" __global__ void k() {}', "sm_80")
-    except course.CompileError as exc:
-        if "could not be loaded" in str(exc):
-            pytest.skip("no NVRTC here")
-        raise
-    return course
+from repo_helpers import nvrtc_or_skip  # noqa: F401,E402  (shared with the lesson tests)

@@ -55,3 +55,24 @@ def test_the_rule_can_fail():
     """With chapter 07's old threshold (0.6), would the pair have been caught (stage 5 measured 0.64)?"""
     ratio = _ratio(*(PAIRS[0][i] for i in (0, 2, 3)))
     assert not ratio <= 0.6 * (1 - MARGIN)
+
+
+# Lesson kernels with an exercise's signature that cannot run under it as they are, so the rule above does not
+# apply to them (examined; their recorded ratios would otherwise sit at the reference's): chapter 06's
+# reduce5_grid_stride (1.02 of the reduce_sum reference) adds its block totals into *out with atomicAdd, and the
+# grader poisons *out (NaN) before every call, so the sum comes out NaN; tests/autograder/corpus/06_building_blocks/
+# reduce_sum/atomic.cu is that kernel's verdict on the GPU.
+ATOMIC_INTO_OUTPUT = [("06_building_blocks", "reduce_sum", "out")]
+
+
+@pytest.mark.parametrize("chapter,exercise,output", ATOMIC_INTO_OUTPUT, ids=[p[1] for p in ATOMIC_INTO_OUTPUT])
+def test_lesson_kernels_that_accumulate_into_the_output_start_from_poison(chapter, exercise, output):
+    from autograder.spec import Out, POISON_DEFAULT
+    (p,) = [p for p in get_exercise(chapter, exercise).params if isinstance(p, Out) and p.name == output]
+    assert p.fill is POISON_DEFAULT, (
+        f"{exercise}: {output} is filled with {p.fill!r} before each call, so the lesson's atomicAdd reduction "
+        "would run as it is and earn the reference's speed: poison it again or add the pair to PAIRS")
+    import re
+    from ag_corpus import CORPUS, parse_expect
+    case = CORPUS / chapter / exercise / "atomic.cu"
+    assert re.search(r"atomicAdd\(\s*out", case.read_text()) and parse_expect(case)["status"] == "failed"

@@ -227,7 +227,7 @@ def _transpose_residency() -> tuple:
     import json
     course = import_course()
     from course.lessons import ch05
-    (grid, block) = ch05.transpose_launch(12289, 8191)
+    (grid, block) = ch05.transpose_launch(12289, 8191, per_thread=4)   # the graded launch: block (32, 8)
     threads = block[0] * block[1]
     res = course.compile_for_arch(course.solution_source("05_bank_conflicts", "transpose"), "sm_90").resources["transpose"]
     per_sm = 2048 // threads
@@ -252,7 +252,7 @@ def test_chapter_04_quotes_match_the_recordings(ch04):
         ("the recording has 2,092 GB/s at offset 1 against 2,160 aligned, 3% less",
          [sw[(1, 1)], 1, sw[(1, 0)], 100 * (1 - sw[(1, 1)] / sw[(1, 0)])]),
         ("absorbs most of it (3% recorded)", [100 * (1 - sw[(1, 1)] / sw[(1, 0)])]),
-        ("reached 0.93 of the copy on 8192 x 8192 floats and 0.58 on 12289 x 8191: 37% less",
+        ("reached 0.92 of the copy on 8192 x 8192 floats and 0.58 on 12289 x 8191: 37% less",
          [square, 8192, 8192, odd, 12289, 8191, 100 * (1 - odd / square)]),
         ("Partial tiles at the edges are 640 of its 98,560 tiles", [partial, tiles]),
         ("the transpose's grid is (256, 385) blocks", list(grid)),

@@ -140,12 +140,20 @@ def test_sweep_builds_without_gpu(ch05):
 
 # --- GPU ---------------------------------------------------------------------------------------
 
-def _transpose_ok(cupy, k, shape, grid=None):
+def _transpose_ok(cupy, k, shape, launch):
+    """Is ``k`` exact at ``shape`` when launched as ``launch(rows, cols)`` -> (grid, block) says?"""
     rows, cols = shape
     x = cupy.random.default_rng(rows * 7 + cols).standard_normal(shape, dtype=cupy.float32)
     out = cupy.full((cols, rows), cupy.nan, dtype=cupy.float32)
-    k(grid or (-(-cols // 32), -(-rows // 32)), (32, 8), x, out, rows, cols)
+    k(*launch(rows, cols), x, out, rows, cols)
     return bool((out == x.T).all())
+
+
+def _exercise_launch(rows, cols):
+    """(grid, block) the grader gives the exercise, from its spec."""
+    from autograder import get_exercise
+    grid, block, _smem = get_exercise(STEM, "transpose").launch({"rows": rows, "cols": cols}, {})
+    return tuple(grid), tuple(block)
 
 
 SHAPES = ((1, 1), (1, 1000), (1009, 1), (33, 2047), (1009, 37), (64, 96))
@@ -154,11 +162,13 @@ SHAPES = ((1, 1), (1, 1000), (1009, 1), (33, 2047), (1009, 37), (64, 96))
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["transpose_naive", "transpose_smem", "transpose_pad", "transpose_swizzle"])
 def test_lesson_transposes_exact(ch05, name):
-    """Is each lesson transpose exact at shapes with partial tiles in both directions?"""
+    """Is each lesson transpose exact at shapes with partial tiles in both directions, under the lesson's
+    launch, and wrong under the exercise's (issue #22: copying the lesson must not pass)?"""
     import cupy
     course = import_course()
     k = course.lesson_cell(STEM, name).kernel(name)
-    assert all(_transpose_ok(cupy, k, s) for s in SHAPES)
+    assert all(_transpose_ok(cupy, k, s, ch05.transpose_launch) for s in SHAPES)
+    assert not _transpose_ok(cupy, k, (1009, 37), _exercise_launch)
 
 
 @pytest.mark.gpu
@@ -167,7 +177,7 @@ def test_solution_transpose_exact(ch05):
     import cupy
     course = import_course()
     k = course.compile((REPO / "solutions/05_bank_conflicts/transpose.cu").read_text()).kernel("transpose")
-    assert all(_transpose_ok(cupy, k, s) for s in SHAPES + ((4099, 1000),))
+    assert all(_transpose_ok(cupy, k, s, _exercise_launch) for s in SHAPES + ((4099, 1000),))
 
 
 @pytest.mark.gpu
@@ -266,6 +276,9 @@ def test_transpose_tile_figure_reads_the_kernels_tile(ch05, monkeypatch):
     assert course.access.bank_access(lambda i: 33 * i).degree == 32 // len(set(banks))
     _fig, banks = ch05.transpose_tile_figure("transpose_smem")
     assert set(banks) == {0}
+    assert "block (32, 32)" in _fig._suptitle.get_text()
+    fig4, _banks = ch05.transpose_tile_figure("transpose_pad", per_thread=4)    # the exercise's layout
+    assert "block (32, 8)" in fig4._suptitle.get_text()
     real = ch05.lesson_cell
 
     class Edited:
@@ -297,13 +310,86 @@ def test_chapter_05_quotes_match_the_recordings(ch05):
         ("predicts 347 GB/s at stride 32", [pts[(1, 4)] / 32, 32]),
         ("lies between 0.93 and 0.99 of the model", [min(table), max(table)]),
         ("the loop reaches 30.1 TB/s, 90% of the peak", [pts[(1, 16)] / 1e3, 100 * pts[(1, 16)] / peak]),
-        ("would reach 8/36 of it, 667 GB/s. It recorded 456 GB/s, 15% of the copy",
+        ("would reach 8/36 of it, 667 GB/s. It recorded 477 GB/s, 16% of the copy",
          [8, 36, 8 / 36 * naive["anchor_value"], naive["value"], 100 * naive["ratio"]]),
-        ("the graded reference on 12289 x 8191 floats at 0.58 of the copy against 0.93 on 8192 x 8192",
+        ("the graded reference on 12289 x 8191 floats at 0.58 of the copy against 0.92 on 8192 x 8192",
          [12289, 8191, odd, square, 8192, 8192]),
         ("points lie within 7% below it", [100 * (1 - min(table))]),
         ("Its output rows, 12,289 floats,", [12289]),
         ("comes only 256 blocks later in launch order", [ch05.transpose_launch(12289, 8191)[0][0]]),
         ("padded to a multiple of 8 floats per row", [32 // 4]),
-        ("drops from 0.93 of the copy to 0.58 on 12289 x 8191", [square, odd, 12289, 8191]),
+        ("drops from 0.92 of the copy to 0.58 on 12289 x 8191", [square, odd, 12289, 8191]),
+        ("from 988 GB/s (0.33 of the copy) to 1,620 GB/s (0.54)",
+         [rows["transpose_smem, 8192 x 8192"]["value"], rows["transpose_smem, 8192 x 8192"]["ratio"],
+          rows["transpose_pad, 8192 x 8192"]["value"], rows["transpose_pad, 8192 x 8192"]["ratio"]]),
+        ("the padded tile at one element a thread runs at 0.59 of the reference",
+         [rows["transpose_pad (1 element/thread) vs graded reference (4), 8192 x 8192"]["ratio"]]),
+        # chapter 04's Little's law: the copy rate times a loaded DRAM latency of about 600 ns, over 132 SMs
+        ("about 14 KB in flight per SM, some 7 bytes for each of the 2,048 threads",
+         [copy * 600 / 132 / 1e3, copy * 600 / 132 / 2048, 2048]),      # GB/s x ns = bytes
     ])
+
+
+# --- issue #22: a lesson kernel copied as it is must not pass the exercise ------------------------------
+
+def _replay_one_per_thread(x, block, row_words=33, stale=0.25):
+    """The lesson's tiled transposes, replayed on the CPU with ``block``: thread (tx, ty) stores element
+    (ty, tx) of its tile and, after the barrier, writes element (tx, ty) to row c0 + ty of the output (the
+    cell's index expressions); tile words nobody stored hold ``stale``. Outputs start as the grader's poison."""
+    import numpy as np
+    from autograder.buffers import POISON_BITS
+    rows, cols = x.shape
+    out = np.full(cols * rows, POISON_BITS["float32"][0], dtype=np.uint32).view(np.float32).reshape(cols, rows)
+    bx, by = block
+    for r0 in range(0, rows, 32):
+        for c0 in range(0, cols, 32):
+            tile = np.full((32, row_words), stale, dtype=np.float32)
+            for ty in range(by):
+                for tx in range(bx):
+                    if r0 + ty < rows and c0 + tx < cols:
+                        tile[ty][tx] = x[r0 + ty, c0 + tx]
+            for ty in range(by):
+                for tx in range(bx):
+                    if c0 + ty < cols and r0 + tx < rows:
+                        out[c0 + ty, r0 + tx] = tile[tx][ty]
+    return out
+
+
+def test_lesson_transposes_cannot_be_handed_in(ch05):
+    """Issue #22: do the lesson's transposes launch one thread per tile element (block (32, 32)), where the
+    graded exercise launches (32, 8) with four elements a thread, so that the lesson's transpose_pad renamed,
+    as the corpus case holds it, leaves most of the output unwritten, in words the case's expected reason
+    matches?"""
+    import re
+    import numpy as np
+    from autograder import get_exercise
+    from autograder.buffers import output_problem
+    course = import_course()
+    ex = get_exercise(STEM, "transpose")
+    sizes = ex.sizes[1]                                   # 1 x 1000: the first listed size with whole tiles to miss
+    grid, block = _exercise_launch(sizes["rows"], sizes["cols"])
+    assert ch05.transpose_launch(sizes["rows"], sizes["cols"]) == (grid, (32, 32))
+    assert ch05.transpose_launch(sizes["rows"], sizes["cols"], per_thread=4) == (grid, block) == (grid, (32, 8))
+    with pytest.raises(ValueError, match="per_thread"):
+        ch05.transpose_launch(1, 1, per_thread=3)
+    for name in ch05.TRANSPOSE_ABOUT:                     # one element a thread: no loop over the tile's rows
+        body = course.lesson_cell(STEM, name).source.split(f" {name}(", 1)[1].split('extern "C"', 1)[0]
+        assert "for (" not in body, f"{name} loops: the lesson's kernels move one element a thread"
+
+    case = REPO / "tests/autograder/corpus/05_bank_conflicts/transpose/lesson_transpose_pad.cu"
+    text = case.read_text()
+    pad = course.lesson_cell(STEM, "transpose_pad").source
+    pad = pad.split('extern "C" __global__ void transpose_pad(', 1)[1].split("\n}", 1)[0]
+    code = text.split('extern "C" __global__ void transpose(', 1)[1].split("\n}", 1)[0]
+    assert " ".join(code.split()) == " ".join(pad.split()), f"{case.name} is no longer the lesson's transpose_pad"
+    expect = re.match(r'// expect: status=failed points=0 reason~="(.*)"$', text.splitlines()[0])
+    assert expect, text.splitlines()[0]
+
+    x = np.random.default_rng(3).standard_normal((sizes["rows"], sizes["cols"]), dtype=np.float32)
+    assert (_replay_one_per_thread(x, (32, 32)) == x.T).all()          # right under its own launch
+    got = _replay_one_per_thread(x, block)
+    (out,) = [p for p in ex.params if p.name == "out"]
+    problem = output_problem(ex, out, got, np.ascontiguousarray(x.T), 0)
+    assert "never written" in problem
+    assert re.search(expect.group(1), f"At size rows={sizes['rows']}, cols={sizes['cols']}: wrong output. {problem}",
+                     re.S), problem
