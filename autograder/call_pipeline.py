@@ -40,7 +40,7 @@ def _step(ex, driver, call: dict, reference_call: dict, seed: int, alone, base: 
                 f"broken: {ref.get('message', '')}")}
         try:
             d, last = policy.decide_checked_pipeline(
-                lambda i: driver(ex.name, call, seed=seed + i, nbytes=nbytes), pl)
+                lambda i: driver(ex.name, call, seed=seed + i * policy.PIPELINE_SEED_STRIDE, nbytes=nbytes), pl)
         except policy.WrongPipelineOutput as exc:
             return {**base, "status": "failed", "message": f"wrong output from {what}: {exc}"}
     result = policy.pipeline_result(d, pl, last, streams=last["streams"], chunks=last["chunks"],

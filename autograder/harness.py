@@ -273,9 +273,9 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
 PIPELINE_MAX_GRID = 1024  # blocks per chunk launch, as drivers.pipeline launches (its MAX_GRID)
 
 
-def _run_driver(driver, kernel, cfg: dict, n: int, seed: int, reference=None) -> dict:
+def _run_driver(driver, kernel, cfg: dict, n: int, seed: int, reference=None, reference_block=None) -> dict:
     return driver(kernel, streams=int(cfg["streams"]), chunks=int(cfg["chunks"]), block=int(cfg["block"]), n=n,
-                  seed=seed, reference=reference)
+                  seed=seed, reference=reference, reference_block=reference_block)
 
 
 def pipeline_step(ctx: Context) -> dict:
@@ -318,7 +318,10 @@ def _pipeline(ctx: Context) -> dict:
     def run_once(i):
         ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel in {what}")
         try:
-            return _run_driver(driver, ctx.student, cfg, n, seed + i, reference=ctx.reference)
+            # seeds PIPELINE_SEED_STRIDE apart: a driver call fills from its seed upwards (one per run), so no
+            # two calls, the reference's included, ever time the same inputs
+            return _run_driver(driver, ctx.student, cfg, n, seed + i * policy.PIPELINE_SEED_STRIDE, reference=ctx.reference,
+                               reference_block=int(rcfg["block"]))
         finally:
             ctx.arm(SETUP_TIMEOUT_S, "")
 

@@ -33,7 +33,7 @@ from .report import ExerciseReport, PipelineResult, SizeResult, SpeedResult, Sta
 
 __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "timeout_for", "speed_fraction",
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
-           "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "pipeline_near_boundary",
+           "score", "skipped_report", "PIPELINE_BAND", "PIPELINE_ROUNDS", "PIPELINE_SEED_STRIDE", "pipeline_near_boundary",
            "decide_pipeline", "PipelineDecision", "pipeline_advice", "large_flags", "correctness_points",
            "partial_rule", "pipeline_result", "WrongPipelineOutput", "decide_checked_pipeline"]
 
@@ -146,6 +146,11 @@ class PipelineDecision:
     total_ms: float
     serial_ms: float
     settled: bool  # False: still inside the band after the last round; decided on the pooled times
+
+
+PIPELINE_SEED_STRIDE = 64
+"""Seeds of successive pipeline-driver calls lie this far apart: a call fills from its seed upwards, one seed a
+run (a warm-up and its timed repeats), so no two calls, the reference's included, time the same inputs."""
 
 
 def decide_pipeline(measure, pipeline, band: float = PIPELINE_BAND,

@@ -201,11 +201,13 @@ class PipelineBuffers:
         self.fill(seed)
 
     def fill(self, seed: int) -> None:
-        """New inputs drawn from ``seed``, and NaN in both outputs: a value a kernel never wrote, or a copy
-        never brought back, shows, even where an earlier run left the right one."""
+        """New inputs drawn from ``seed``, NaN in the device input and in both outputs: a value a kernel never
+        wrote, a copy never brought back, or a read before its copy-in shows, even where an earlier run left
+        the right one."""
         import cupy
         self.seed = int(seed)
         draw_inputs(self.seed, self.n).get(out=self.h_in)
+        self.d_in.fill(np.nan)     # a read outside the chunk copied in so far finds NaN, not the last run's input
         self.d_out.fill(np.nan)
         cupy.cuda.runtime.deviceSynchronize()
         self.h_out[:] = np.nan
@@ -333,7 +335,7 @@ def offset_process(kernel, *, block: int = 256, max_grid: int = 1024):
 
 def pipeline_report(kernel, *, expected, streams: int, chunks: int, block: int = 256, n: int = PIPELINE_N,
                     seed: int = 0, repeats: int = 3, max_grid: int = 1024, serial_kernel=None,
-                    stage_budget_s: float = 0.5) -> dict:
+                    serial_block: int | None = None, stage_budget_s: float = 0.5) -> dict:
     """Run a chunk kernel ``k(src, dst, offset, count)`` through the pipeline; judge correctness and overlap.
 
     ``expected(x)`` is what the kernel computes elementwise, on float64 input (for chapter 03's exercise,
@@ -343,9 +345,10 @@ def pipeline_report(kernel, *, expected, streams: int, chunks: int, block: int =
     timed alone (``serial_ms``). Copy-bound work can approach half of that, since both directions of the
     link run at once. Launches follow `offset_process` (``block`` threads, at most ``max_grid`` blocks).
 
-    ``serial_kernel`` (default: ``kernel``) is the kernel timed over the whole array for ``serial_ms``. The
-    grader passes its reference there: a kernel slowed down only when it sees the whole array would
-    otherwise make its own pipeline look well overlapped.
+    ``serial_kernel`` (default: ``kernel``) is the kernel timed over the whole array for ``serial_ms``, launched
+    with ``serial_block`` threads (default: ``block``). The grader passes its reference and the reference's
+    own block there: a kernel slowed down only when it sees the whole array, or a block size that slows the
+    reference down, would otherwise make the student's pipeline look well overlapped.
 
     Returns
     -------
@@ -371,7 +374,8 @@ def pipeline_report(kernel, *, expected, streams: int, chunks: int, block: int =
         return {"correct": False, "message": res.message}
     tl = Timeline()
     run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool, timeline=tl)
-    serial_proc = proc if serial_kernel is None else offset_process(serial_kernel, block=block, max_grid=max_grid)
+    serial_proc = proc if serial_kernel is None else offset_process(
+        serial_kernel, block=serial_block or block, max_grid=max_grid)
     whole = stage_times(serial_proc, bufs, n, budget_s=stage_budget_s)
     serial = whole["h2d"] + whole["kernel"] + whole["d2h"]
     first = chunk_bounds(n, chunks)[0][1]

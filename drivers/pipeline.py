@@ -21,10 +21,11 @@ def process_chunk_reference(x):
 
 
 def pipeline_report(kernel, *, streams: int, chunks: int, block: int = 256, n: int = course.streams.PIPELINE_N,
-                    seed: int = 0, repeats: int = 3, reference=None) -> dict:
+                    seed: int = 0, repeats: int = 3, reference=None, reference_block: int | None = None) -> dict:
     """The student's chunk kernel in the pipeline over ``n`` floats each way, the time without overlap taken
-    with ``reference`` (the grader's compiled reference kernel; the kernel itself when None); see
-    `course.streams.pipeline_report` for the keys of the returned dict."""
+    with ``reference`` (the grader's compiled reference kernel, launched with ``reference_block`` threads; the
+    kernel itself at ``block`` when None); see `course.streams.pipeline_report` for the keys of the returned
+    dict."""
     return course.streams.pipeline_report(kernel, expected=process_chunk_reference, streams=streams,
                                           chunks=chunks, block=block, n=n, seed=seed, repeats=repeats,
-                                          max_grid=MAX_GRID, serial_kernel=reference)
+                                          max_grid=MAX_GRID, serial_kernel=reference, serial_block=reference_block)

@@ -134,7 +134,7 @@ class _Buffers(PipelineBuffers):
 
     def _poison(self) -> None:
         import cupy
-        for a in (self.d_in, self.tmp):   # d_out: `fill` poisons it
+        for a in (self.tmp,):   # d_in and d_out: `fill` poisons them
             a.fill(np.nan)
         cupy.cuda.runtime.deviceSynchronize()
 

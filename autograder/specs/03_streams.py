@@ -6,9 +6,11 @@ chunks whose copies are in flight on other streams.
 
 Overlap: the student's LAUNCH also names "streams" and "chunks". The grader-owned pipeline driver
 (drivers.pipeline.pipeline_report on course.streams: chunk c's H2D copy, kernel and D2H copy on stream c % streams, pinned
-host buffers) runs the student's kernel over 256 MiB each way, checks the whole output against NumPy, and
-divides the pipeline's time by the same work without overlap (H2D + kernel + D2H of the whole array, each
-timed alone). The reference kernel goes through the same driver with its own LAUNCH (4 streams, 16 chunks).
+host buffers) runs the student's kernel over 256 MiB each way, every run on fresh inputs with its whole output
+checked (on the GPU), and divides the pipeline's time by the same work without overlap (H2D + kernel + D2H
+of the whole array, each timed alone, the kernel being the reference at its own block size, so nothing of
+the student's can inflate it). The reference kernel goes through the same driver with its own LAUNCH (4
+streams, 16 chunks).
 
 ``two_stage`` (a `CallExercise`: data only, nothing of the student's runs): the student writes a stream schedule
 in a `%%streams --name two_stage` cell (course.schedule: the number of streams and chunks, each stage's stream,

@@ -151,10 +151,11 @@ def pipeline_step(ctx):
     return {**base, "status": "ok", "pipeline": result}
 
 
-def kernel_driver(kernel, *, streams, chunks, block, n, seed, reference=None):
+def kernel_driver(kernel, *, streams, chunks, block, n, seed, reference=None, reference_block=None):
     """A pipeline driver for CPU tests of the real harness: the "kernel" is a callable that returns the
     driver's report (correct, message, total_ms, serial_ms, ratio, ideal_ms, spans) itself."""
-    return kernel(streams=streams, chunks=chunks, block=block, n=n, seed=seed, reference=reference)
+    return kernel(streams=streams, chunks=chunks, block=block, n=n, seed=seed, reference=reference,
+                  reference_block=reference_block)
 
 
 def call_driver(ex):

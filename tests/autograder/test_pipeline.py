@@ -257,8 +257,10 @@ def test_step_runs_reference_with_its_launch_and_student_with_theirs(step_ctx):
     assert ref.calls[0]["streams"] == 4 and ref.calls[0]["chunks"] == 16 and ref.calls[0]["n"] == 1 << 26
     assert student.calls[0]["streams"] == 2 and student.calls[0]["chunks"] == 8 and student.calls[0]["block"] == 128
     assert student.calls[0]["seed"] != 0  # secret inputs, not the driver's default
+    assert student.calls[0]["seed"] - ref.calls[0]["seed"] >= 4   # never the reference's timed inputs
     # the time without overlap is the reference kernel's, never one the student's kernel could inflate
     assert student.calls[0]["reference"] is ref and ref.calls[0]["reference"] is None
+    assert student.calls[0]["reference_block"] == ref.calls[0]["block"] == 256   # the reference's own LAUNCH
     assert p["spans"][0] == ["stream 0", "H2D", 0.1235, 1.0]
     armed = [w for _, w in arms if w]
     assert armed == ["your kernel in the pipeline (2 streams, 8 chunks, 256 MiB each way)"]
@@ -271,7 +273,10 @@ def test_step_remeasures_near_a_boundary(step_ctx):
     ctx, _ = step_ctx(student)
     p = H.pipeline_step(ctx)["pipeline"]
     assert len(student.calls) == 2 and p["rounds"] == 2 and p["ratio"] == pytest.approx(0.655)
-    assert student.calls[0]["seed"] != student.calls[1]["seed"]  # fresh inputs for the second measurement
+    # fresh inputs for the second measurement: each call fills from its seed upwards, one seed a run, so the
+    # calls' seeds (the reference's too) lie further apart than one call's fills
+    seeds = [call["seed"] for call in student.calls]
+    assert seeds[1] - seeds[0] >= 4, seeds      # a warm-up and three timed fills per call
 
 
 def test_step_wrong_output_is_a_failure_with_the_check_message(step_ctx):

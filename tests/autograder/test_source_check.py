@@ -39,15 +39,44 @@ def fast(fn, *args, bound=2.0):
     return out
 
 
+def nvrtc_view(src: str) -> str:
+    """The source as NVRTC compiles it: regions under ``#ifndef __CUDACC_RTC__`` (host code for nvcc, as in
+    chapter 01's standalone program) dropped up to their matching ``#endif`` (or ``#else``)."""
+    out, depth, skip = [], 0, None
+    for line in src.split("\n"):
+        d = line.strip()
+        if skip is None and re.match(r"#\s*ifndef\s+__CUDACC_RTC__\b", d):
+            skip, depth = True, 1
+            continue
+        if skip:
+            if re.match(r"#\s*if", d):
+                depth += 1
+            elif re.match(r"#\s*endif", d):
+                depth -= 1
+            elif depth == 1 and re.match(r"#\s*else", d):
+                skip, depth = None, 0   # the #else part is what NVRTC compiles; its #endif stays harmless
+                continue
+            if depth == 0:
+                skip = None
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_nvrtc_view_drops_only_host_regions():
+    src = "a\n#ifndef __CUDACC_RTC__\n#include <cstdio>\n#if X\nb\n#endif\n#endif\nc\n#ifndef OTHER\nd\n#endif"
+    assert nvrtc_view(src) == "a\nc\n#ifndef OTHER\nd\n#endif"
+
+
 def course_kernels():
-    """(id, source) of every solution file and every %%cuda cell of the chapters and exercises."""
+    """(id, source as NVRTC sees it) of every solution file and every %%cuda cell of the chapters and exercises."""
     out = [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "solutions").rglob("*.cu"))]
     books = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
     for nb in books:
         for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             if cell["cell_type"] == "code" and src.lstrip().startswith("%%cuda"):
-                out.append((f"{nb.relative_to(ROOT)}#{i}", src.lstrip().split("\n", 1)[1]))
+                out.append((f"{nb.relative_to(ROOT)}#{i}", nvrtc_view(src.lstrip().split("\n", 1)[1])))
     return out
 
 

@@ -90,9 +90,11 @@ def test_the_graders_driver_is_this_pipeline_with_the_exercise_fixed(monkeypatch
     from drivers import pipeline as driver
     seen = {}
     monkeypatch.setattr(pl, "pipeline_report", lambda kernel, **kw: seen.update(kernel=kernel, **kw) or "report")
-    assert driver.pipeline_report("K", streams=4, chunks=16, block=256, n=1 << 20, seed=7, reference="R") == "report"
+    assert driver.pipeline_report("K", streams=4, chunks=16, block=1, n=1 << 20, seed=7, reference="R",
+                                  reference_block=256) == "report"
     assert seen["kernel"] == "K" and seen["max_grid"] == driver.MAX_GRID == 1024 and seen["serial_kernel"] == "R"
-    assert (seen["streams"], seen["chunks"], seen["block"], seen["n"], seen["seed"]) == (4, 16, 256, 1 << 20, 7)
+    assert seen["block"] == 1 and seen["serial_block"] == 256
+    assert (seen["streams"], seen["chunks"], seen["block"], seen["n"], seen["seed"]) == (4, 16, 1, 1 << 20, 7)
     x = np.array([-2.0, 0.5, 3.0])
     assert np.array_equal(seen["expected"](x), x * (x * x - 0.5))
     from autograder import get_exercise
