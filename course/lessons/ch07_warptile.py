@@ -15,7 +15,7 @@ import course
 from ..gemm import check_gemm, gemm_flops, make_inputs
 
 __all__ = ["KERNEL", "SIZE", "CHECK_SHAPES", "SMEM_PER_BLOCK", "SMEM_PER_SM", "Config", "CANDIDATES",
-           "warptile_source", "check_config", "smem_bytes", "launch", "sweep", "markdown", "main"]
+           "warptile_source", "check_config", "cell_config", "smem_bytes", "launch", "sweep", "markdown", "main"]
 
 KERNEL = "sgemm_warptile"
 SIZE = 4096
@@ -51,6 +51,17 @@ def _config(cfg=None, **params) -> Config:
     if isinstance(cfg, Config):
         return dataclasses.replace(cfg, **params)
     return Config(**{**(cfg or {}), **params})
+
+
+def cell_config(source: str | None = None) -> Config:
+    """The `Config` of the chapter cell's ``#ifndef`` defaults (``source``: that cell's text, default the cell as
+    it stands); the stage table launches stage 6b with these."""
+    import re
+    src = course.lesson_cell(CHAPTER, KERNEL).source if source is None else source
+    found = dict(re.findall(r"#ifndef[ \t]+(\w+)[ \t]*\n[ \t]*#define[ \t]+\1[ \t]+(\d+)", src))
+    names = {f.name for f in dataclasses.fields(Config)}
+    c = Config(**{k: int(v) for k, v in found.items() if k in names})
+    return dataclasses.replace(c, KUNROLL=0) if c.KUNROLL == c.BK else c   # KUNROLL 0 stands for the whole slice
 
 
 def smem_bytes(cfg) -> int:

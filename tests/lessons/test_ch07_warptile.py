@@ -417,3 +417,23 @@ def test_stage_6b_text_quotes_the_recordings():
         ("stayed between 0.75 and 0.85", [min(square), max(square)]),
         ("recorded 0.88 (45.4 TFLOP/s)", [row["ratio"], row["value"]]),
     ])
+
+
+def test_stage_6b_launches_the_cells_defaults(wt):
+    """Do stage 6b's block tile, threads and dynamic shared memory in ch07.STAGES equal what the cell's #ifndef
+    defaults ask for (its launch and smem_bytes), and is that shape a valid candidate?"""
+    from course.lessons import ch07
+    st = next(s for s in ch07.STAGES if s.key == "warptile")
+    c = wt.cell_config()
+    assert (c.BM, c.BN, c.THREADS) == (*st.block_tile, st.block) and wt.smem_bytes(c) == st.smem, c
+    assert wt.check_config(c) == "" and c in wt.CANDIDATES
+    assert st.launch(1000, 1037, 999) == wt.launch(c, 1000, 1037)
+    edited = wt.cell_config(course_cell_with(wt, "#define BN 256", "#define BN 128"))
+    assert edited.BN == 128 and wt.smem_bytes(edited) != st.smem    # the test sees an edit
+
+
+def course_cell_with(wt, old, new):
+    import course
+    src = course.lesson_cell(wt.CHAPTER, wt.KERNEL).source
+    assert old in src
+    return src.replace(old, new)

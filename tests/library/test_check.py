@@ -100,7 +100,13 @@ def _tricky_pairs():
     return [(ref, ref, {}), (inside, ref, {}), (outside, ref, {}), (nan_out, nan_ref, {}), (moved, nan_ref, {}),
             (inf_ref, inf_ref, {}), (wrong_sign, inf_ref, {}), (ints, ints, {}), (ints_bad, ints, {}),
             (ref[:-1], ref, {}), (ref.astype(np.float64), ref.astype(np.float64), {"rtol": 0.0, "atol": 0.0}),
-            (outside.astype(np.float64), ref.astype(np.float64), {"rtol": 1e-6})]
+            (outside.astype(np.float64), ref.astype(np.float64), {"rtol": 1e-6}),
+            # the corners: empty, 0-d, booleans, unsigned, half precision, a 2-D mismatch
+            (ref[:0], ref[:0], {}), (np.float32(1.5).reshape(()), np.float32(1.5).reshape(()), {}),
+            (np.float32(np.nan).reshape(()), np.float32(1.0).reshape(()), {}),
+            (ref > 0, ref > 0, {}), (ref > 0, ref >= 0.5, {}), (ints.astype(np.uint8), ints_bad.astype(np.uint8), {}),
+            (ref.astype(np.float16), inside.astype(np.float16), {}), (ref.astype(np.float16), outside.astype(np.float16), {}),
+            (ref[:100_000].reshape(400, 250), outside[:100_000].reshape(400, 250), {})]
 
 
 @pytest.mark.gpu
