@@ -13,7 +13,6 @@ from .cuda_errors import driver_failure
 __all__ = ["call_pipeline_step"]
 
 
-
 def call_pipeline_step(ex, driver, call: dict, reference_call: dict, seed: int, alone) -> dict:
     """The step's result dict (``status`` "ok" with ``pipeline``, or a failure). ``driver(name, call, *, seed,
     nbytes)`` returns the keys of `course.streams.pipeline_report` plus ``streams`` and ``chunks``; ``alone``

@@ -96,13 +96,12 @@ def parse_schedule_cell(source: str, exercise: str) -> dict:
 
 
 def _plain(x):
-    """A copy made of dict, list, str and int only (tuples become lists), so nothing foreign travels on."""
+    """A copy with tuples as lists and dict keys as strings (a literal holds nothing else foreign); any other
+    value stays as the student wrote it, for check_schedule to refuse with that value shown."""
     if isinstance(x, dict):
         return {(k if isinstance(k, str) else repr(k)): _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
-    if isinstance(x, bool) or not isinstance(x, (int, str)):
-        return repr(x)   # refused by check_schedule with the value shown
     return x
 
 

@@ -20,9 +20,8 @@ from ._timing import benchmark
 
 __all__ = [
     "PIPELINE_N", "chunk_bounds", "ideal_pipeline_ms", "serial_pipeline_ms", "pipeline_schedule", "union_ms",
-    "by_engine",
-    "overlap_summary", "Timeline", "draw_inputs", "PipelineBuffers", "StreamClock", "run_pipeline", "stage_times", "offset_process",
-    "pipeline_report",
+    "by_engine", "overlap_summary", "Timeline", "draw_inputs", "PipelineBuffers", "StreamClock", "run_pipeline",
+    "checked_runs", "stage_times", "offset_process", "pipeline_report",
 ]
 
 PIPELINE_N = 1 << 26
@@ -333,6 +332,24 @@ def offset_process(kernel, *, block: int = 256, max_grid: int = 1024):
     return process
 
 
+def checked_runs(run, bufs: PipelineBuffers, expected, *, seed: int, repeats: int,
+                 name: str = "pipeline output") -> tuple:
+    """``run()`` (returns its ms) once to warm up on the buffers' inputs, then ``repeats`` times, each on fresh
+    inputs (``bufs.fill(seed + 1)``, ...); every run's output checked with ``bufs.check(expected)``. Returns
+    (the timed runs' ms, the last `CheckResult`): the first wrong output stops it, so a wrong result is never
+    timed further."""
+    run()
+    res = bufs.check(expected, name=name)
+    times = []
+    for r in range(1, repeats + 1):
+        if not res:
+            break
+        bufs.fill(seed + r)
+        times.append(run())
+        res = bufs.check(expected, name=name)
+    return times, res
+
+
 def pipeline_report(kernel, *, expected, streams: int, chunks: int, block: int = 256, n: int = PIPELINE_N,
                     seed: int = 0, repeats: int = 3, max_grid: int = 1024, serial_kernel=None,
                     serial_block: int | None = None, stage_budget_s: float = 0.5) -> dict:
@@ -361,15 +378,8 @@ def pipeline_report(kernel, *, expected, streams: int, chunks: int, block: int =
     bufs = PipelineBuffers(n, seed=seed)
     proc = offset_process(kernel, block=block, max_grid=max_grid)
     pool = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
-    run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool)   # warms up, checked too
-    res = bufs.check(expected)
-    totals = []
-    for r in range(1, repeats + 1 if res else 1):
-        bufs.fill(seed + r)
-        totals.append(run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool))
-        res = bufs.check(expected)
-        if not res:
-            break
+    totals, res = checked_runs(lambda: run_pipeline(proc, bufs, n_streams=streams, n_chunks=chunks, streams=pool),
+                               bufs, expected, seed=seed, repeats=repeats)
     if not res:
         return {"correct": False, "message": res.message}
     tl = Timeline()

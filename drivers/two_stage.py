@@ -25,7 +25,8 @@ import numpy as np
 
 import course
 from course import schedule as sched
-from course.streams import PipelineBuffers, StreamClock, Timeline, chunk_bounds, ideal_pipeline_ms, offset_process
+from course.streams import (PipelineBuffers, StreamClock, Timeline, checked_runs, chunk_bounds, ideal_pipeline_ms,
+                            offset_process)
 from drivers.pipeline import MAX_GRID, process_chunk_reference
 
 __all__ = ["SOURCE", "BLOCK", "MAX_GRID", "STALL_NS", "LIMITS", "check_schedule", "expected", "case_verdict",
@@ -122,21 +123,15 @@ class _Buffers(PipelineBuffers):
     ``tmp`` between the two kernels: ``n`` float32 each, grader-owned, made fresh from ``seed``."""
 
     def __init__(self, n: int, seed: int = 0):
+        import cupy
+        self.tmp = cupy.empty(int(n), dtype=cupy.float32)   # before the first fill, which poisons it
         super().__init__(n, seed=seed)
-        import cupy
-        self.tmp = cupy.empty(self.n, dtype=cupy.float32)
-        self._poison()
 
-    def fresh(self, seed: int) -> None:
-        """New inputs, and NaN everywhere a stage writes, so that a read before its write shows."""
-        self.fill(seed)
-        self._poison()
-
-    def _poison(self) -> None:
-        import cupy
-        for a in (self.tmp,):   # d_in and d_out: `fill` poisons them
-            a.fill(np.nan)
-        cupy.cuda.runtime.deviceSynchronize()
+    def fill(self, seed: int) -> None:
+        """`PipelineBuffers.fill` (new inputs; NaN in the device input and both outputs) and NaN in ``tmp``: every
+        buffer a stage writes starts poisoned, so a read before its write shows."""
+        self.tmp.fill(np.nan)
+        super().fill(seed)
 
 
 def _issue(stage: str, bufs: _Buffers, off: int, cnt: int, stream) -> None:
@@ -219,20 +214,15 @@ def pipeline_report(name: str, schedule: dict, *, seed: int, nbytes: int, repeat
         return {"correct": False, "message": order_message(sched.missing_dependencies(
             schedule, len(chunk_bounds(n, schedule["chunks"]))))}
     bufs = _Buffers(n, seed)
-    times = []
-    for r in range(repeats + 1):   # the first run warms up (streams, events, the kernels' first launch)
-        if r:
-            bufs.fresh(seed + r)
-        ms = run_schedule(schedule, bufs)
-        res = _check(bufs)
-        if not res:
-            return {"correct": False, "message": res.message}
-        times.append(ms)
+    times, res = checked_runs(lambda: run_schedule(schedule, bufs), bufs, expected, seed=seed, repeats=repeats,
+                              name="out")
+    if not res:
+        return {"correct": False, "message": res.message}
     tl = Timeline()
     run_schedule(schedule, bufs, timeline=tl)
     st = {stage: _stage_ms(stage, bufs) for stage in sched.STAGES}
     serial = sum(st.values())
-    total = min(times[1:])
+    total = min(times)
     c = len(chunk_bounds(n, schedule["chunks"]))
     ideal = ideal_pipeline_ms(st["h2d"] / c, (st["produce"] + st["consume"]) / c, st["d2h"] / c, c)
     return {"correct": True, "message": "", "total_ms": total, "serial_ms": serial, "ratio": total / serial,

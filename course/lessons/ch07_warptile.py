@@ -3,19 +3,18 @@
 Stage 6 plus a warp level (each warp owns a WM x WN piece of the block tile) with stage 6's signature, loads,
 transposed A, double buffer and edges. `warptile_source` puts a `Config`'s ``#define``s before the one text,
 `check_config` says why a shape cannot work, `sweep` (GPU) checks and times `CANDIDATES` next to cuBLAS SGEMM
-in one run; ``python -m course.lessons.ch07_warptile --out rows.json`` prints and saves it. No CUDA at import.
+in one run; ``python -m benchmarks.warptile_sweep`` records it in benchmarks/results. No CUDA at import.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 
 import course
 from ..gemm import check_gemm, gemm_flops, make_inputs
 
 __all__ = ["KERNEL", "SIZE", "CHECK_SHAPES", "SMEM_PER_BLOCK", "SMEM_PER_SM", "Config", "CANDIDATES",
-           "warptile_source", "check_config", "cell_config", "smem_bytes", "launch", "sweep", "markdown", "main"]
+           "warptile_source", "check_config", "cell_config", "smem_bytes", "launch", "sweep", "markdown"]
 
 KERNEL = "sgemm_warptile"
 SIZE = 4096
@@ -240,46 +239,3 @@ def markdown(rows) -> str:
     lines = ["| " + " | ".join([*keys, "correct"]) + " |", "|---" * (len(keys) + 1) + "|"]
     return "\n".join(lines + ["| " + " | ".join([cell(r.get(k)) for k in keys.values()] + [
         "yes" if r.get("correct") else "no: " + cell(r.get("error"))]) + " |" for r in rows])
-
-
-def _versions() -> dict:
-    import platform
-    import cupy
-    drv = cupy.cuda.runtime.driverGetVersion()
-    return {"cupy": cupy.__version__, "python": platform.python_version(),
-            "cuda_driver_api": f"{drv // 1000}.{drv % 1000 // 10}"}
-
-
-def _today() -> str:
-    import datetime
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def main(argv=None) -> int:
-    """Check and time the warptiling candidates on this GPU: a markdown table, and JSON with --out."""
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m course.lessons.ch07_warptile", description=main.__doc__)
-    p.add_argument("--n", type=int, default=SIZE, help="M = N = K of the timed product (default %(default)s)")
-    p.add_argument("--budget", type=float, default=4.0, help="seconds of timing for the whole interleaved run")
-    p.add_argument("--only", default="", help="comma-separated 1-based numbers of CANDIDATES (default: all)")
-    p.add_argument("--out", default="", help="write the GPU's name and the rows as JSON to this path")
-    args = p.parse_args(argv)
-    configs = [CANDIDATES[int(i) - 1] for i in args.only.split(",") if i.strip()] or CANDIDATES
-    try:
-        rows = sweep(args.n, configs, budget_s=args.budget)
-    except course.NoGPUError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    dev = course.device_info().name
-    print(f"sgemm_warptile at {args.n}^3 on {dev}, against cuBLAS SGEMM (TF32 off) in the same run\n")
-    print(markdown(rows))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"device": dev, "size": args.n, "date": _today(), "versions": _versions(), "rows": rows},
-                      fh, indent=1)
-            fh.write("\n")
-    return 0 if any(r["correct"] and r["params"] for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,9 +17,9 @@ ROOT = HERE.parent.parent
 
 def parse_expect(path) -> dict:
     first = Path(path).read_text().splitlines()[0]
-    m = re.match(r"\s*//\s*expect:\s*(.*)$", first)
+    m = re.match(r"\s*(?://|#)\s*expect:\s*(.*)$", first)   # a kernel's // comment, a schedule's #
     if not m:
-        raise ValueError(f"{path}: the first line should be // expect: status=... points=...")
+        raise ValueError(f"{path}: the first line should be // expect: status=... points=... (# in a .py schedule)")
     out = {}
     for tok in shlex.split(m.group(1)):
         if "~=" in tok:

@@ -145,15 +145,16 @@ def test_stage_table_is_consistent(ch07):
                 assert smem == max(stages_ * (128 * 40 + 32 * 136) * 2, 8 * 1024)
             elif st.key == "warptile":   # two buffers of A^T (BK x (BM + 4)) and B (BK x BN), the cell's defaults
                 from course.lessons import ch07_warptile as wt
-                assert smem == wt.smem_bytes(wt.Config(BM=128, BN=256, BK=16, THREADS=256))
+                assert smem == wt.smem_bytes(wt.cell_config())
             else:
                 assert smem == 0
 
 
 def test_stage_intensity(ch07):
     """Is the tile intensity 2 BM BN / ((BM + BN) s) FLOP/B, and 0.25 for the stages without a tile?"""
+    c = importlib.import_module("course.lessons.ch07_warptile").cell_config()   # stage 6b: the cell's defaults
     want = {"naive": 0.25, "coalesced": 0.25, "tiled": 8.0, "reg1d": 16.0, "reg2d": 32.0, "vector": 32.0,
-            "warptile": 2 * 128 * 256 / (384 * 4), "wmma": 64.0, "wmma_db": 64.0, "wmma_ms": 64.0}
+            "warptile": 2 * c.BM * c.BN / ((c.BM + c.BN) * 4), "wmma": 64.0, "wmma_db": 64.0, "wmma_ms": 64.0}
     for st in ch07.STAGES:
         assert ch07.stage_intensity(st) == pytest.approx(want[st.key]), st.key
     reg2d = next(s for s in ch07.STAGES if s.key == "reg2d")

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -276,23 +277,27 @@ def test_markdown_table(wt):
     assert "no: a / b" in lines[3]
 
 
-def test_command_line_writes_json(wt, monkeypatch, tmp_path, capsys):
-    """Does ``python -m course.lessons.ch07_warptile --only 1,3 --out f`` sweep those candidates, print the
-    markdown table and save the GPU's name and the rows as JSON?"""
+def test_command_line_records_the_sweep(wt, monkeypatch, tmp_path, capsys):
+    """Does ``python -m benchmarks.warptile_sweep --only 1,3 --out DIR`` sweep those candidates, print the
+    markdown table and record the GPU, versions, date and rows in DIR/ch07-warptile-sweep-<gpu>.{json,md}?"""
+    from benchmarks import _record, warptile_sweep
     got = {}
 
     def fake_sweep(n, configs, budget_s):
         got.update(n=n, configs=configs, budget_s=budget_s)
         return _fake_rows(wt)
     monkeypatch.setattr(wt, "sweep", fake_sweep)
-    monkeypatch.setattr(wt.course, "device_info", lambda: type("D", (), {"name": "Test GPU"})())
-    out = tmp_path / "rows.json"
-    assert wt.main(["--n", "1024", "--only", "1,3", "--out", str(out)]) == 0
+    monkeypatch.setattr(wt.course, "device_info", lambda: SimpleNamespace(
+        name="Test GPU", runtime="13.0", nvrtc="13.0", cupy="14.2.0"))
+    monkeypatch.setattr(_record, "device", lambda: {"name": "Test GPU", "count": 1, "driver": "580.1"})
+    assert warptile_sweep.main(["--n", "1024", "--only", "1,3", "--out", str(tmp_path)]) == 0
     assert got == {"n": 1024, "configs": [wt.CANDIDATES[0], wt.CANDIDATES[2]], "budget_s": 4.0}
     printed = capsys.readouterr().out
     assert "on Test GPU" in printed and wt.markdown(_fake_rows(wt)) in printed
-    saved = json.loads(out.read_text())
-    assert saved["device"] == "Test GPU" and saved["size"] == 1024 and saved["rows"] == _fake_rows(wt)
+    saved = json.loads((tmp_path / "ch07-warptile-sweep-test-gpu.json").read_text())
+    assert saved["device"]["name"] == "Test GPU" and saved["size"] == 1024 and saved["rows"] == _fake_rows(wt)
+    assert saved["versions"]["cupy"] == "14.2.0" and saved["date"]
+    assert wt.markdown(_fake_rows(wt)) in (tmp_path / "ch07-warptile-sweep-test-gpu.md").read_text()
 
 
 def test_sweep_rows_with_a_fake_gpu(wt, monkeypatch):
@@ -346,7 +351,8 @@ def test_sweep_needs_a_gpu(wt, monkeypatch, capsys):
     monkeypatch.setattr("course._env._probe", lambda: (None, "no driver (test)"))
     with pytest.raises(course.NoGPUError, match="no driver"):
         wt.sweep(n=256)
-    assert wt.main(["--n", "256"]) == 2 and "no driver (test)" in capsys.readouterr().err
+    from benchmarks import warptile_sweep
+    assert warptile_sweep.main(["--n", "256"]) == 2 and "no driver (test)" in capsys.readouterr().err
 
 
 # --- GPU -------------------------------------------------------------------------------------------
@@ -399,17 +405,15 @@ def test_sweep_catches_a_launch_that_misses_outputs(wt, monkeypatch):
     assert not rows[0]["correct"] and "CheckError" in rows[0]["error"] and rows[0]["ms"] is None
 
 
-def test_stage_6b_text_quotes_the_recordings():
+def test_stage_6b_text_quotes_the_recordings(wt):
     """Do the figures of stage 6b's paragraph equal the recorded H100 sweep (benchmarks/results/ch07-warptile-
     sweep-*.json: the best config's ratio, the 128 x 128 block tiles' range) and the stage table's recorded row?"""
-    import json as _json
-    from repo_helpers import REPO, check_quotes, recorded_rows
-    sweep = _json.loads((REPO / "benchmarks" / "results" / "ch07-warptile-sweep-nvidia-h100-80gb-hbm3.json").read_text())
+    from repo_helpers import check_quotes, recorded_rows
+    sweep = json.loads((REPO / "benchmarks" / "results" / "ch07-warptile-sweep-nvidia-h100-80gb-hbm3.json").read_text())
     timed = [r for r in sweep["rows"] if r.get("params") and r.get("of_cublas")]
     best = max(timed, key=lambda r: r["of_cublas"])
     square = [r["of_cublas"] for r in timed if (r["params"]["BM"], r["params"]["BN"]) == (128, 128)]
-    defaults = {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "TM": 8, "TN": 4, "THREADS": 256}
-    assert all(best["params"][k] == v for k, v in defaults.items()), "the cell's defaults are not the best shape"
+    assert best["params"] == dataclasses.asdict(wt.cell_config()), "the cell's defaults are not the best shape"
     rows, _ = recorded_rows("07_staged_gemm")
     row = rows["stage 6b: warptiling: 128 x 256 tiles, 64 x 64 per warp"]
     check_quotes("07_staged_gemm", [

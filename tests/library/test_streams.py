@@ -155,3 +155,35 @@ def test_pipeline_report_of_the_reference():
     assert r["ratio"] < 1.0 and r["ideal_ms"] > 0 and len(r["spans"]) == 24
     wrong = pl.pipeline_report(k, expected=lambda x: x * x, streams=2, chunks=2, n=(1 << 20) + 1, repeats=1)
     assert not wrong["correct"] and "pipeline output" in wrong["message"]
+
+
+def test_checked_runs_refill_check_every_run_and_stop_at_the_first_wrong():
+    """Does `checked_runs` check the warm-up, refill from seed + 1, + 2, ... before each timed run, check each,
+    and stop timing at the first wrong output (the one loop both pipeline drivers time with)?"""
+    class Bufs:
+        def __init__(self, wrong_at):
+            self.seeds, self.checked, self.wrong_at = [], 0, wrong_at
+
+        def fill(self, seed):
+            self.seeds.append(seed)
+
+        def check(self, expected, name):
+            self.checked += 1
+            return _Res(self.checked != self.wrong_at)
+
+    class _Res:
+        def __init__(self, ok):
+            self.ok = ok
+
+        def __bool__(self):
+            return self.ok
+
+    ok = Bufs(wrong_at=0)
+    times, res = pl.checked_runs(lambda: 1.5, ok, None, seed=40, repeats=3)
+    assert res and times == [1.5] * 3 and ok.seeds == [41, 42, 43] and ok.checked == 4
+    bad = Bufs(wrong_at=2)            # the first timed run's output is wrong
+    times, res = pl.checked_runs(lambda: 1.5, bad, None, seed=40, repeats=3)
+    assert not res and times == [1.5] and bad.seeds == [41] and bad.checked == 2
+    warm = Bufs(wrong_at=1)           # the warm-up is wrong: nothing is timed
+    times, res = pl.checked_runs(lambda: 1.5, warm, None, seed=40, repeats=3)
+    assert not res and times == [] and warm.seeds == []

@@ -1,7 +1,7 @@
 // expect: status=passed points=8
 // The naive kernel written with float3: a float3 is 12 bytes, aligned to 4, so the load is still three
 // 4-byte loads per thread, 12 bytes apart across the warp. The type does not make the access coalesced.
-// On an H100 it comes within the threshold all the same (0.95 of the reference), as naive.cu does.
+// On an H100 it runs at 0.95 of the reference all the same, as naive.cu does; the exercise grades correctness.
 extern "C" __global__ void aos_to_soa(const float* __restrict__ src, float* __restrict__ xs,
                                       float* __restrict__ ys, float* __restrict__ zs, int n)
 {

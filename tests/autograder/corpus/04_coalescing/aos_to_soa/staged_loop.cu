@@ -1,7 +1,7 @@
-// expect: status~="^(passed|slow)$"
-// Calibration case: staged_simple.cu with the load and the shared store in one loop (a load, a store, the
-// next load). Correct; whether the compiler still overlaps the three loads decides which side of the
-// threshold it lands, and the text tells students to load into registers first.
+// expect: status=passed points=8
+// staged_simple.cu with the load and the shared store in one loop (a load, a store, the next load): correct,
+// so full marks now that the exercise is graded for correctness only (it measured 0.875 of the reference on
+// an H100, where the text tells students to load into registers first).
 extern "C" __global__ void aos_to_soa(const float* __restrict__ src, float* __restrict__ xs,
                                       float* __restrict__ ys, float* __restrict__ zs, int n)
 {
