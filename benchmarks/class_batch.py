@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import hashlib
 import json
 import os
@@ -27,7 +26,6 @@ from pathlib import Path
 import autograder
 
 from . import _record
-from ._record import device as _device
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "autograder" / "corpus"
@@ -143,7 +141,7 @@ def run(chapter: str, students: int, repeats: int, per_gpu: int | None, known: d
                         row["feedback"][:4000]) for row in res.rows if alone(row) != (row["status"], row["points"])]
             gpus = collections.Counter(res.gpus.values())
             per_min = 60.0 * students / res.elapsed_s
-            runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            runs.append({"date": _record.utc_now(),
                          "chapter": chapter, "students": students, "per_gpu": res.per_gpu,
                          "elapsed_s": round(res.elapsed_s, 1), "submissions_per_minute": round(per_min, 1),
                          "per_minute_per_gpu": round(per_min / max(1, len(res.gpus)), 1), "gpus": dict(gpus),
@@ -193,7 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--students", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--per-gpu", type=int, default=None, help="default: grade-class's (from GPU memory)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--out", default=str(_record.RESULTS))
     ap.add_argument("--append", action="store_true", help="add these repeats to the recorded ones of the same "
                     "class (same students and per-GPU count, same GPU model), reusing their serial verdicts: "
                     "a device call has a time limit, a class of 300 does not")
@@ -202,11 +200,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import cupy
     import dask
-    device = _device()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    slug = _record.slug(device["name"])
-    path = out / f"class-batch-{slug}.json"
+    device = _record.device()
+    path = _record.record_path(args.out, "class-batch", device["name"])
     old = json.loads(path.read_text()) if path.exists() else {}
     before = {c["chapter"]: c for c in old.get("chapters", [])
               if args.append and c["students"] == args.students and c["per_gpu"] == args.per_gpu}
@@ -223,13 +218,12 @@ def main(argv=None) -> int:
         {k: r.get(k) for k in ("date", "chapter", "students", "per_gpu", "elapsed_s", "submissions_per_minute",
                                "verdict_changes")} | {"note": args.note}
         for c in chapters for r in c["runs"][len(before.get(c["chapter"], {}).get("runs", [])):]]
-    result = {"device": device, "history": history, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    result = {"device": device, "history": history, "date": _record.utc_now(),
               "python": platform.python_version(), "cupy": cupy.__version__, "dask": dask.__version__,
               "chapters": chapters}
     keep = [c for c in old.get("chapters", []) if c["chapter"] not in {c["chapter"] for c in result["chapters"]}]
     result["chapters"] = sorted(keep + result["chapters"], key=lambda c: c["chapter"])
-    path.write_text(json.dumps(result, indent=1))
-    (out / f"class-batch-{slug}.md").write_text(to_markdown(result))
+    _record.write_record(path, result, to_markdown(result))
     print(to_markdown(result))
     return 0
 

@@ -28,7 +28,6 @@ import copy
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -292,8 +291,7 @@ def _no_gpu_reason() -> str | None:
     try:
         course.device_info()
     except course.NoGPUError as exc:
-        m = re.search(r"none is usable here: (.*?)\. To run", str(exc))
-        return m.group(1) if m else str(exc)
+        return exc.reason
     return "CuPy sees no usable device"
 
 

@@ -123,7 +123,7 @@ def device_info() -> DeviceInfo:
     """
     info, why = _probe()
     if info is None:
-        raise NoGPUError(f"This needs an NVIDIA GPU, and none is usable here: {why}. {_COLAB_HINT}")
+        raise NoGPUError(f"This needs an NVIDIA GPU, and none is usable here: {why}. {_COLAB_HINT}", reason=why)
     return info
 
 

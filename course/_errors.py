@@ -9,7 +9,11 @@ class CourseError(Exception):
 
 
 class NoGPUError(CourseError):
-    """A CUDA GPU was needed and none is usable from this Python process."""
+    """A CUDA GPU was needed and none is usable from this Python process; ``reason`` is why, in a phrase."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class CompileError(CourseError):

@@ -237,11 +237,12 @@ def plan(schedule: dict, n_chunks: int) -> list:
     after = {}
     for ev, st in schedule.get("record", {}).items():
         after.setdefault(st, []).append(ev)
+    waits = {st: _refs(schedule, st) for st in STAGES}   # parsed once, not once a chunk
     ops = []
     for c in range(n_chunks):
         for st in STAGES:
             s = stream_of(schedule, st, c)
-            ops += [("wait", s, ev, c - back) for ev, back in _refs(schedule, st) if c - back >= 0]
+            ops += [("wait", s, ev, c - back) for ev, back in waits[st] if c - back >= 0]
             ops.append(("stage", s, st, c))
             ops += [("record", s, ev, c) for ev in after.get(st, [])]
     return ops

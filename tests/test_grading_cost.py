@@ -319,3 +319,9 @@ def test_instructor_quotes_the_recorded_grading_cost_of_every_chapter():
                 if not re.fullmatch(r"\d+(\.\d+)?", got[col]) or not quote_close(got[col], r[key]):
                     problems.append(f"{ch}: {col} is {got[col]!r}, the recording says {r[key]}")
     fail_on(problems, f"docs/INSTRUCTOR.md {SECTION!r} against {', '.join(p.name for p in quoted)}:")
+
+
+def test_the_refusal_names_the_probes_reason(monkeypatch):
+    """Is the reason printed the GPU probe's own phrase (NoGPUError.reason), not a guess parsed from prose?"""
+    monkeypatch.setattr("course._env._probe", lambda: (None, "no NVIDIA driver (test)"))
+    assert gc._no_gpu_reason() == "no NVIDIA driver (test)"
