@@ -65,6 +65,7 @@ def compile_task(task: dict) -> dict:
 
     from .loader import get_exercise
     from .source_check import scrub_log
+    from .techniques import evaluate as evaluate_techniques
     ex = get_exercise(task["chapter"], task["exercise"])
     arch = task["arch"]
     try:
@@ -83,21 +84,13 @@ def compile_task(task: dict) -> dict:
     res = student.resources.get(ex.kernel)
     if res is not None and (res.spill_stores or res.spill_loads):
         notes.append(f"{ex.kernel} spills registers to local memory ({res.summary(explain=False)}); that costs speed.")
-    if ex.required_sass:
-        try:
-            sass = student.sass()
-        except (FileNotFoundError, RuntimeError, OSError) as exc:
-            notes.append(f"the required instructions ({', '.join(ex.required_sass)}) were not checked: "
-                         f"{scrub_log(str(exc), cap=400)}")
-        else:
-            missing = [op for op in ex.required_sass if not re.search(rf"\b{re.escape(op)}\b", sass)]
-            if missing:
-                return {"status": "failed", "notes": notes, "message": (
-                    f"This exercise must use {', '.join(ex.required_sass)} instructions, and the machine code "
-                    f"(SASS) of your kernel has no {', '.join(missing)}. Check that the intended path "
-                    f"(e.g. WMMA / mma.sync for HMMA) is really compiled in and not behind a disabled branch.")}
+    verdicts = evaluate_techniques(ex, student)
+    notes += [scrub_log(v.message, cap=1200) for v in verdicts if v.passed is None]
+    failed = [v for v in verdicts if v.passed is False and v.required]
+    if failed:
+        return {"status": "failed", "notes": notes, "message": "\n".join(v.message for v in failed)}
     out = {"status": "ok", "log": scrub_log((student.log or "").strip(), cap=2000), "notes": notes,
-           "student": program_to_dict(student), "arch": arch}
+           "student": program_to_dict(student), "arch": arch, "techniques": [v.to_dict() for v in verdicts]}
     if task.get("reference_source") is not None:
         ref = course.compile_for_arch(task["reference_source"], arch, options=tuple(ex.options),
                                       name=ex.source_file, use_cache=False)

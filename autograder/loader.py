@@ -17,6 +17,7 @@ from .spec import check_launch_result, reference_source  # noqa: F401  (re-expor
 from .spec import (DATA_MAGICS, PARTIAL_STEP, PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out,
                    Pipeline, Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
+from .techniques import validate as validate_techniques
 
 __all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
            "reference_source", "load_spec_file"]
@@ -324,8 +325,9 @@ def _validate_scoring(ex, where):
     _validate_speed_tiers(ex, where)
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2 and all(isinstance(x, int) for x in ex.min_cc)):
         raise where.error("min_cc", f"should be (major, minor) such as (8, 0); got {ex.min_cc!r}")
-    if isinstance(ex.required_sass, str) or not all(isinstance(s, str) for s in ex.required_sass):
-        raise where.error("required_sass", f"should be a list of SASS opcodes like ['HMMA']; got {ex.required_sass!r}")
+    problem = validate_techniques(ex)  # required_sass, techniques, required_techniques
+    if problem:
+        raise where.error(*problem)
     if not isinstance(ex.timeout_s, (int, float)) or ex.timeout_s <= 0:
         raise where.error("timeout_s", f"should be a positive number of seconds; got {ex.timeout_s!r}")
     if not isinstance(ex.deterministic, bool):

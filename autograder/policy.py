@@ -17,6 +17,9 @@ Rules, in one place:
   `PIPELINE_BAND` of a boundary is measured once more (`PIPELINE_ROUNDS`); then the best pipeline time of
   both rounds over their mean un-overlapped time decides. A wrong pipeline output is like a wrong timed run:
   no points at all.
+- A technique the spec lists in `techniques` (autograder/techniques.py) that the kernel's SASS lacks withholds
+  the speed points of a correct kernel (status 'slow', the check's message as the reason); its correctness
+  points stay. One in `required_techniques` fails the exercise at compile time instead.
 - A time below `IMPOSSIBLE_MARGIN` x the floor (bytes / measured copy bandwidth, or FLOPs / peak) is
   'flagged': zero speed points and a note for the instructor; correctness points stay.
 - Timeouts: a kernel is killed after max(spec timeout_s (default 10 s), 50 x the reference time).
@@ -30,6 +33,7 @@ import dataclasses
 import statistics
 
 from .report import ExerciseReport, PipelineResult, SizeResult, SpeedResult, Status
+from .techniques import withheld_reason
 
 __all__ = ["TIMEOUT_MULTIPLE", "MAX_ROUNDS", "MIN_BAND", "IMPOSSIBLE_MARGIN", "timeout_for", "speed_fraction",
            "noise_band", "near_boundary", "decide_speed", "SpeedDecision", "is_impossible", "floor_ms",
@@ -353,13 +357,15 @@ def correctness_points(ex, sizes: list) -> tuple:
 
 def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: PipelineResult | None = None,
           timing_failure: SizeResult | None = None, pipeline_failure: SizeResult | None = None,
-          compile_failure: tuple | None = None, notes=(), speed_graded: bool = True, **extra) -> ExerciseReport:
+          compile_failure: tuple | None = None, notes=(), speed_graded: bool = True, technique_failures=(),
+          **extra) -> ExerciseReport:
     """Turn per-size results, a speed measurement and a pipeline measurement into points, a status, a reason.
 
     ``compile_failure`` is (status, message) when nothing could run; ``timing_failure`` is a failure
     seen while timing (a wrong output of a timed run, a crash), ``pipeline_failure`` one seen in the
     pipeline run: the kernel then gets no points at all, because a kernel that is right only while being
-    checked is not right.
+    checked is not right. ``technique_failures`` are the messages of the spec's `techniques` checks that failed
+    (autograder/techniques.py): a correct kernel then keeps its correctness points and gets no speed points.
     """
     base = dict(chapter=ex.chapter, exercise=ex.name, max_points=ex.max_points, notes=list(notes), **extra)
     if compile_failure is not None:
@@ -394,7 +400,8 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
         skipped = ex.max_points - points
         return ExerciseReport(status=Status.UNTIMED, points=points, sizes=list(sizes), reason=(
             f"Correct at every test size. Speed was not graded in this run (--no-speed), so its "
-            f"{skipped:g} point{'s' * (skipped != 1)} are not awarded; grade without --no-speed for them."), **base)
+            f"{skipped:g} point{'s' * (skipped != 1)} are not awarded; grade without --no-speed for them.")
+            + "".join(f"\nTimed or not, the speed points would be withheld: {m}" for m in technique_failures), **base)
     if ex.points.speed > 0:
         if speed is None:
             return ExerciseReport(status=Status.ERROR, points=points, sizes=list(sizes), speed=None,
@@ -409,6 +416,9 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
             reasons.append(f"Correct, but timed at {speed.student_ms:.4f} ms, faster than {bound}. No speed "
                            "points; the instructor will look at it. Work done in a lower precision than the "
                            "exercise's (tensor cores for an FP32 exercise) or work skipped while timed does this.")
+        elif technique_failures:
+            status = Status.SLOW
+            reasons.append(withheld_reason(ex, technique_failures, speed))
         else:
             fraction = speed_fraction(speed.ratio, ex.tiers)
             points += fraction * ex.points.speed

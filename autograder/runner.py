@@ -236,8 +236,11 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         if comp.get("status") != "ok":
             return policy.score(ex, [], compile_failure=(comp.get("status", Status.ERROR), comp.get("message", "")),
                                 notes=notes, **extra)
+        # technique checks that failed withhold the speed points (policy.score); verdicts with no GPU are notes
+        techniques = [t["message"] for t in comp.get("techniques") or () if t.get("passed") is False]
         if session.no_gpu:
-            return _no_gpu_report(ex, session.no_gpu, comp["arch"], notes=notes, **extra)
+            return _no_gpu_report(ex, session.no_gpu, comp["arch"], notes=notes + [
+                f"On a GPU the speed points would be withheld: {m}" for m in techniques], **extra)
         steps = ["load"] + [f"size:{i}" for i in range(len(cases))]
         if speed and ex.points.speed > 0:
             steps.append("timing")
@@ -249,7 +252,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     early = _no_verdict(ex, outcome, session, extra)
     if early:
         return early
-    report = _assemble(ex, steps, results, cases, len(ex.sizes), dict(extra, printf=printf), notes, speed)
+    report = _assemble(ex, steps, results, cases, len(ex.sizes), dict(extra, printf=printf), notes, speed,
+                       techniques)
     report.duration_s = time.monotonic() - t0
     return report
 
@@ -316,7 +320,7 @@ def _step_failure(results, steps, name):
     return None, SizeResult(sizes=data.get("sizes", {}), status=data["status"], message=data.get("message", ""))
 
 
-def _assemble(ex, steps, results, cases, hidden_from, extra, notes, speed_graded) -> ExerciseReport:
+def _assemble(ex, steps, results, cases, hidden_from, extra, notes, speed_graded, techniques=()) -> ExerciseReport:
     load, _ = results.get(0, ({"status": Status.ERROR, "message": "the kernels were not loaded"}, True))
     if load.get("status") != "ok":
         return policy.score(ex, [], compile_failure=(load.get("status", Status.ERROR), load.get("message", "")),
@@ -337,7 +341,8 @@ def _assemble(ex, steps, results, cases, hidden_from, extra, notes, speed_graded
             if pipeline.note:
                 notes.append(pipeline.note)
     return policy.score(ex, sizes, speed, pipeline=pipeline, timing_failure=timing_failure,
-                        pipeline_failure=pipeline_failure, notes=notes, speed_graded=speed_graded, **extra)
+                        pipeline_failure=pipeline_failure, notes=notes, speed_graded=speed_graded,
+                        technique_failures=techniques, **extra)
 
 
 def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | None = None, trials: int = 20,

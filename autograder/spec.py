@@ -317,6 +317,10 @@ class Exercise:
     deterministic: bool = True
     min_cc: tuple = (7, 0)
     required_sass: tuple = ()
+    # technique checks by name (autograder/techniques.py): a failure withholds the speed points, or, for a
+    # required one, fails the exercise
+    techniques: tuple = ()
+    required_techniques: tuple = ()
     # size name -> multiple that a LARGER_THAN_L2 value of it is rounded up to (instead of made odd), for
     # contracts such as WMMA's "m a multiple of 16"
     size_multiples: dict = dataclasses.field(default_factory=dict)

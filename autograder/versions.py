@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ["GRADER_VERSION", "spec_version", "version_of", "content_key"]
 
 # Bumped when a change of the grader itself (checks, timing, policy) can change a verdict.
-GRADER_VERSION = "2026.11.3"  # .3: checks of timed runs use each output's own tolerance, as correctness does
+GRADER_VERSION = "2026.11.4"  # .4: technique checks (techniques.py) can withhold speed points or fail an exercise
 
 
 def _digest(*parts) -> str:

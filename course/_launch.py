@@ -9,7 +9,7 @@ from ._compile import Program, Resources, compile_for_arch, resource_lines
 from ._errors import LaunchError
 from ._signature import parse_kernels
 
-__all__ = ["Module", "Kernel", "compile", "grid_for", "grid_2d"]
+__all__ = ["Module", "Kernel", "compile", "grid_for", "grid_2d", "cooperative_problem"]
 
 # CUfunction_attribute values (cuda.h)
 _ATTR_MAX_THREADS, _ATTR_SHARED, _ATTR_CONST, _ATTR_LOCAL, _ATTR_REGS = 0, 1, 2, 3, 4
@@ -28,6 +28,26 @@ def grid_2d(width: int, height: int, block) -> tuple:
     """(gx, gy) covering a width x height domain with ``block`` = (bx, by) threads."""
     bx, by = (block, 1) if isinstance(block, int) else block[:2]
     return grid_for(width, bx), grid_for(height, by)
+
+
+def cooperative_problem(name: str, blocks: int, threads: int, shared_mem: int, per_sm: int, sm_count: int):
+    """Why a cooperative launch of ``blocks`` blocks cannot run, or None when it can.
+
+    A grid-wide barrier (`cg::this_grid().sync()`) waits for every block, so every block must be resident at
+    once: at most ``per_sm`` (the occupancy API's blocks per SM for this block and shared memory) times
+    ``sm_count``. The driver refuses a larger cooperative launch, and CuPy would shrink a 1-D grid quietly.
+    """
+    limit = per_sm * sm_count
+    if blocks <= limit:
+        return None
+    if per_sm == 0:
+        return (f"{name}: a block of {threads} threads with {shared_mem} bytes of dynamic shared memory does not "
+                "fit on an SM at all (the occupancy API gives 0 blocks per SM), so no cooperative launch can run it. "
+                "Use a smaller block or less shared memory.")
+    return (f"{name}: a cooperative launch needs every block resident at once, but {blocks} blocks were asked "
+            f"for and at most {limit} fit ({per_sm} per SM, from the occupancy API for {threads} threads and "
+            f"{shared_mem} bytes of dynamic shared memory, x {sm_count} SMs). Launch at most {limit} blocks "
+            "(kernel.max_cooperative_grid(block, shared_mem)) and let each loop over its share of the work.")
 
 
 def _dim3(v, what: str) -> tuple:
@@ -71,6 +91,11 @@ class Kernel:
         threads = math.prod(_dim3(block, "block"))
         self._ensure_dyn_smem(shared_mem)
         return driver.occupancyMaxActiveBlocksPerMultiprocessor(self._fn.ptr, threads, shared_mem)
+
+    def max_cooperative_grid(self, block, shared_mem: int = 0) -> int:
+        """The most blocks a cooperative launch of this kernel may have: blocks per SM x SMs."""
+        from ._env import device_info
+        return self.occupancy(block, shared_mem) * device_info().sm_count
 
     def _ensure_dyn_smem(self, shared_mem: int) -> None:
         if shared_mem <= self._dyn_limit:
@@ -126,7 +151,9 @@ class Kernel:
                 out.append(a)
         return tuple(out)
 
-    def __call__(self, grid, block, *args, shared_mem: int = 0, stream=None):
+    def __call__(self, grid, block, *args, shared_mem: int = 0, stream=None, cooperative: bool = False):
+        """Launch; with ``cooperative`` through cuLaunchCooperativeKernel (what `cg::this_grid().sync()`
+        needs), after checking with the occupancy API that every block can be resident at once."""
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         threads = math.prod(block)
         maxt = self._attr(_ATTR_MAX_THREADS)
@@ -137,6 +164,15 @@ class Kernel:
                 f"(at most {maxt}; it uses {regs} registers per thread). Use a smaller block, or "
                 "__launch_bounds__ to make the compiler use fewer registers.")
         self._ensure_dyn_smem(int(shared_mem))
+        if cooperative:
+            from ._env import device_info
+            problem = cooperative_problem(self.name, math.prod(grid), threads, int(shared_mem),
+                                          self.occupancy(block, shared_mem), device_info().sm_count)
+            if problem:
+                raise LaunchError(problem)
+            self._fn(grid, block, self.convert_args(args), shared_mem=int(shared_mem), stream=stream,
+                     enable_cooperative_groups=True)
+            return
         self._fn(grid, block, self.convert_args(args), shared_mem=int(shared_mem), stream=stream)
 
     def __repr__(self):

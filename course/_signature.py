@@ -37,8 +37,11 @@ VECTOR_TYPES = {"float2": (np.float32, 2), "float4": (np.float32, 4), "int2": (n
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
 # The parenthesised parts stop at any bracket or statement end, not only at ")": a source full of
 # "__global__ void f(" without a ")" would otherwise be rescanned to its end from every occurrence.
+# Launch attributes (`__launch_bounds__(256, 2)`, a cluster kernel's `__cluster_dims__(4, 1, 1)`) may stand
+# before or after `void`, several at once.
+_ATTRS = r"(?:(?:__launch_bounds__|__cluster_dims__)\s*\([^();{}]*\)\s*)*"
 _KERNEL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^();{}]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^();{}]*\)\s*)?"
+    rf"__global__\s+{_ATTRS}void\s+{_ATTRS}"
     r"([A-Za-z_]\w*)\s*\(([^();{}]*)\)")
 
 

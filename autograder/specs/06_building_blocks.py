@@ -74,6 +74,7 @@ EXERCISES = [
         floor_bytes=lambda s: 4 * s["n"],
         # hidden sizes around a block's launch share (256 threads x 16); n % 4 != 0 tests the float4 tail
         tile={"n": 4096},
+        techniques=("vector_loads_128",),   # the exercise asks for float4 loads: speed points need them
     ),
     Exercise(
         name="scan_inclusive",
@@ -93,6 +94,7 @@ EXERCISES = [
         floor_bytes=lambda s: 8 * s["n"],
         timeout_s=20,
         tile={"n": SCAN_TILE},   # hidden sizes around the scan tile (a partial last tile, float4 tails)
+        techniques=("vector_loads_128",),   # the exercise asks for neighbouring float4 loads
     ),
     Exercise(
         name="histogram256",

@@ -76,6 +76,7 @@ EXERCISES = [
         # hidden sizes: m, n, k multiples of 16 (size_multiples, WMMA's contract); a block covers 16 rows and
         # 64 columns (4 warps along n), so n = 64 j +- 16 leaves warps of a block idle
         tile={"m": 16, "n": 64, "k": 16},
+        required_techniques=("tensor_cores",),   # a CUDA-core GEMM is not the exercise: failed, not slow
     ),
     Exercise(
         name="mma_gemm",
@@ -98,7 +99,7 @@ EXERCISES = [
         points=Points(correctness=4, speed=6),
         speed_threshold=0.5,
         speed_tiers=((0.25, 0.5),),
-        required_sass=("HMMA",),
+        required_techniques=("tensor_cores",),   # HMMA, or HGMMA where an sm_90a kernel uses wgmma: else failed
         min_cc=(8, 0),
         floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
         peak="bf16",             # BF16 tensor cores: the FLOP floor is floor_flops / the BF16 peak

@@ -96,7 +96,7 @@ STAGES = [
     Stage("6", "vector", "float4 loads, transposed A, double buffer", "fp32", "sgemm_regtile", None,
           block_tile=(128, 128)),
     Stage("6b", "warptile", "warptiling: 128 x 256 tiles, 64 x 64 per warp", "fp32", "sgemm_warptile",
-          "sgemm_warptile", block_tile=(128, 256), block=256, smem=2 * 16 * (128 + 4 + 256) * 4),
+          "sgemm_warptile", block_tile=(128, 256), block=256, smem=2 * 8 * (128 + 4 + 256) * 4),
     Stage("7", "wmma", "WMMA BF16, shared-memory tiles", "bf16", "gemm_wmma", "gemm_wmma", ("-DSTAGES=1",),
           block_tile=(128, 128), smem=_wmma_smem(1)),
     Stage("8a", "wmma_db", "WMMA + cp.async double buffer", "bf16", "gemm_wmma", "gemm_wmma", ("-DSTAGES=2",),

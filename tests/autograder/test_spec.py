@@ -181,4 +181,4 @@ def test_gemm_chapters_keep_their_contracts():
     assert all(v % 16 == 0 for v in s.values())
     m = get_exercise("08_tensor_cores", "mma_gemm")
     assert all(c["n"] % 8 == 0 and c["k"] % 8 == 0 for c in m.sizes)
-    assert m.required_sass == ("HMMA",)
+    assert m.required_techniques == ("tensor_cores",) and w.required_techniques == ("tensor_cores",)

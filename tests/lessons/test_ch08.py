@@ -426,7 +426,7 @@ def test_spec_launch_matches_the_references(ch08):
     assert cfg["smem"] == ch08.mma_gemm_smem(OUT_BF16=0) == 98304
     assert ex.launch({"m": 4096, "n": 4096, "k": 4096}, cfg) == (512, 256, 98304)
     assert ex.launch({"m": 777, "n": 264, "k": 520}, cfg) == (4 * 3, 256, 98304)
-    assert ex.required_sass == ("HMMA",)
+    assert ex.required_techniques == ("tensor_cores",)
     assert "98304 with the" in reference()
 
 

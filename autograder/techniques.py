@@ -1,0 +1,344 @@
+"""Technique checks: does a student's kernel use the technique its exercise teaches?
+
+A spec names checks in ``techniques`` (a failure withholds the exercise's speed points: the kernel is right,
+so its correctness points stand) or in ``required_techniques`` (a failure fails the exercise, as
+``required_sass`` always has). Each check is evaluated where its evidence is:
+
+* ``"sass"``: from the graded kernel's machine code (nvdisasm, no GPU) and ptxas's resource report, in the
+  compile child. Only the graded kernel's own function is read, with the device functions it calls, never
+  the other kernels of the module.
+* ``"counters"``: from Nsight Compute counters. The grader never runs ncu (see `COUNTERS_NOT_CHECKED`), so
+  these give a note, never a failure; `counter_verdict` turns counters measured elsewhere into a verdict.
+
+Spellings are the ones nvdisasm prints for sm_75, sm_80 and sm_90 (tests/autograder/test_techniques.py
+compiles small kernels for each and checks both outcomes).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+from .spec import did_you_mean
+
+__all__ = ["Check", "Verdict", "CHECKS", "COUNTERS_NOT_CHECKED", "kernel_instructions", "evaluate",
+           "counter_verdict", "validate", "withheld_reason"]
+
+SHOWN = 4   # offending SASS lines quoted in a message
+
+COUNTERS_NOT_CHECKED = (
+    "the grader does not run Nsight Compute: ncu must start the process it profiles and load its own library "
+    "into it, while the grader runs your kernel only in confined children that it forks itself and talks to "
+    "over a pipe; reading the counters also needs the GPU's profiling permission (by default administrators "
+    "only), and ncu replays every kernel several times, which the grader's timeouts and timing do not allow "
+    "for. Measure it yourself with course.ncu.run_ncu (chapter 05 shows how) where ncu and the counters are "
+    "available.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One check on one kernel: ``passed`` None means not checked (``message`` says why)."""
+
+    name: str
+    passed: bool | None
+    message: str = ""
+    required: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A named technique: a one-line description for students and how it is decided.
+
+    ``sass(instructions, resources, arch, kernel)`` returns ``''`` when the technique is there, else the
+    failure message; None when it cannot be decided on this arch (with ``unknown`` saying why).
+    ``counters(metrics)`` does the same from a dict of ncu metric values (``metrics`` names them).
+    """
+
+    name: str
+    description: str
+    where: str                         # "sass" or "counters"
+    sass: Callable | None = None
+    metrics: tuple = ()
+    counters: Callable | None = None
+    min_cc: tuple = (7, 0)             # the oldest GPU the technique exists on
+    unknown: str = ""
+
+
+# -- the graded kernel's instructions ---------------------------------------------------------------
+
+_SECTION = re.compile(r"\.text\.(\w+)")
+
+
+def _mnemonic(line: str) -> str | None:
+    """The opcode with its modifiers (``LDG.E.128``) of an instruction line, through course's one parser."""
+    from course import sass_opcodes
+    ops = sass_opcodes(".text._\n" + line, modifiers=True).get("_")
+    return next(iter(ops)) if ops else None
+
+
+def _sections(sass: str) -> tuple:
+    """({function: [(mnemonic, line)]}, {function: is a kernel entry})."""
+    funcs, entry, current = {}, {}, None
+    for line in sass.splitlines():
+        op = _mnemonic(line) if current is not None else None
+        if op is not None:
+            funcs[current].append((op, " ".join(line.split())))  # "/*0080*/ LDG.E R2, [R2.64] ;"
+            continue
+        m = _SECTION.search(line)
+        if m:
+            current = m.group(1)
+            funcs.setdefault(current, [])
+            entry.setdefault(current, False)
+        elif current is not None and "STO_CUDA_ENTRY" in line:
+            entry[current] = True
+    return funcs, entry
+
+
+def kernel_instructions(sass: str, kernel: str) -> list | None:
+    """[(mnemonic, line)] of ``kernel`` in a disassembly, with the device functions it calls; None when the
+    disassembly has no such kernel. ``kernel`` is the C name (an extern "C" symbol, or found in a mangled one)."""
+    funcs, entry = _sections(sass)
+    name = kernel if kernel in funcs else next(
+        (f for f in funcs if entry.get(f) and f.startswith(f"_Z{len(kernel)}{kernel}")), None)
+    if name is None:
+        return None
+    seen, todo, out = {name}, [name], []
+    while todo:  # a kernel's own code, then each device function a CALL of it names
+        f = todo.pop(0)
+        out += funcs[f]
+        for op, line in funcs[f]:
+            if op.startswith("CALL"):
+                for callee in funcs:
+                    if callee not in seen and not entry.get(callee) and re.search(rf"\b{re.escape(callee)}\b", line):
+                        seen.add(callee)
+                        todo.append(callee)
+    return out
+
+
+def _base(op: str) -> str:
+    return op.split(".", 1)[0]
+
+
+def _quote(lines, total: int | None = None) -> str:
+    total = len(lines) if total is None else total
+    shown = "\n".join(f"    {ln}" for ln in lines[:SHOWN])
+    more = f"\n    ... and {total - SHOWN} more" if total > SHOWN else ""
+    return shown + more
+
+
+def _found(text: str) -> str:
+    """``text`` closed with a full stop, unless it ends with quoted SASS lines (a stop there reads as code)."""
+    return text if text.rsplit("\n", 1)[-1].startswith("    ") else text + "."
+
+
+# -- the checks -------------------------------------------------------------------------------------
+
+def _no_local_memory(instrs, res, arch, kernel) -> str:
+    local = [line for op, line in instrs if _base(op) in ("LDL", "STL")]
+    spills = res is not None and bool(res.spill_stores or res.spill_loads)
+    if not local and not spills:
+        return ""
+    seen = []
+    if local:
+        seen.append(f"its machine code (SASS, {arch}) has {len(local)} local-memory instruction"
+                    f"{'s' * (len(local) != 1)} (LDL loads, STL stores), for example:\n{_quote(local)}")
+    if spills:
+        seen.append(f"ptxas reports register spills ({res.spill_stores} bytes stored, {res.spill_loads} bytes "
+                    f"loaded per thread)")
+    return (f"Expected: {kernel} keeps every value in registers or shared memory, with no local memory (a per-thread "
+            f"stack in DRAM, behind the caches). Found: {_found('; and '.join(seen))}\nTo try: an array indexed with a "
+            "value known only at run time lives in local memory, so index it with constants (fixed-count loops with "
+            "#pragma unroll) or move it to shared memory; spills mean too many values live at once: keep fewer per "
+            "thread, or relax a tight __launch_bounds__.")
+
+
+_VECTOR_LOADS = ("LDG", "LD", "LDGSTS")
+
+
+def _vector_loads_128(instrs, res, arch, kernel) -> str:
+    def wide(op):
+        mods = op.split(".")[1:]
+        return _base(op) in _VECTOR_LOADS and any(m in ("128", "256", "ENL2") for m in mods)
+    if any(wide(op) for op, _ in instrs):
+        return ""
+    loads = [line for op, line in instrs if _base(op) in _VECTOR_LOADS]
+    found = (f"its machine code (SASS, {arch}) reads global memory with narrower loads only, for example:\n"
+             f"{_quote(loads)}" if loads else f"its machine code (SASS, {arch}) has no global loads at all")
+    return (f"Expected: {kernel} reads global memory with 128-bit loads (a float4 or int4 per thread and "
+            f"instruction: LDG.E.128 in SASS). Found: {_found(found)}\nTo try: read through a vector pointer, "
+            "reinterpret_cast<const float4*>(x)[i], where the address is a multiple of 16 bytes, and handle the "
+            "elements left over at the end with scalar loads; the compiler does not merge four float loads into one.")
+
+
+_TENSOR = re.compile(r"(HMMA|IMMA|BMMA|DMMA|[HIQB]GMMA|UTC\w*MMA)")
+
+
+def _tensor_cores(instrs, res, arch, kernel) -> str:
+    if any(_TENSOR.fullmatch(_base(op)) for op, _ in instrs):
+        return ""
+    math = [line for op, line in instrs if _base(op) in ("FFMA", "FMUL", "FADD", "HFMA2", "HMUL2", "DFMA", "IDP")
+            and "MMA" not in op]
+    found = (f"no tensor-core instruction (HMMA, IMMA, HGMMA...) in its machine code (SASS, {arch}); the math "
+             f"is done on the CUDA cores instead, for example:\n{_quote(math)}" if math else
+             f"no tensor-core instruction (HMMA, IMMA, HGMMA...) in its machine code (SASS, {arch})")
+    return (f"Expected: {kernel} multiplies on the tensor cores. Found: {_found(found)}\nTo try: use WMMA fragments "
+            "(mma.h: wmma::mma_sync) or mma.sync PTX as the chapter shows, and check that that path is really "
+            "compiled in and reached, not left behind an #if or a branch the compiler removed.")
+
+
+_GENERIC = ("LD", "ST", "ATOM", "RED")
+
+
+def _distributed_shared(instrs, res, arch, kernel) -> str | None:
+    from course import arch_cc
+    if arch_cc(arch) != (9, 0):
+        return None
+    # sm_90 has no opcode of its own for distributed shared memory: mapa puts the block's rank into the top
+    # byte of a shared-window address (PRMT/UPRMT with selector 0x654, the window from SR_SWINHI), and the
+    # access is a generic load, store or atomic on it. A kernel without clusters builds neither.
+    mapa = any(_base(op) in ("PRMT", "UPRMT") and re.search(r",\s*0x654\s*,", line) for op, line in instrs)
+    window = any("SR_SWINHI" in line for _, line in instrs)
+    generic = [line for op, line in instrs if _base(op) in _GENERIC]
+    if mapa and window and generic:
+        return ""
+    shared = [line for op, line in instrs if _base(op) in ("LDS", "STS", "ATOMS", "REDS")]
+    found = ("its machine code (SASS, sm_90) never reaches another block's shared memory (no address mapped to "
+             "a block of the cluster: mapa, PRMT ..., 0x654 in SASS, used by a generic LD, ST, ATOM or RED)")
+    if shared:
+        found += f"; its shared-memory accesses are all to its own block's, for example:\n{_quote(shared)}"
+    return (f"Expected: {kernel} uses distributed shared memory, the shared memory of the other blocks of its "
+            f"thread-block cluster. Found: {_found(found)}\nTo try: launch with a cluster (__cluster_dims__), get the "
+            "owner's copy with cluster.map_shared_rank(bins, owner) (cooperative_groups::this_cluster()), and "
+            "add into it with atomicAdd through that pointer, between cluster.sync() calls.")
+
+
+_CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+_SHARED_INSTS = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
+# extra wavefronts per shared-memory instruction tolerated: the profiler counts a few on conflict-free code,
+# and one 2-way conflict per instruction already reads 1.0
+CONFLICTS_PER_INSTRUCTION = 0.1
+
+
+def _no_bank_conflicts(metrics: dict) -> str:
+    conflicts = sum(float(metrics.get(m) or 0.0) for m in _CONFLICTS)
+    insts = sum(float(metrics.get(m) or 0.0) for m in _SHARED_INSTS)
+    if insts <= 0 or conflicts <= CONFLICTS_PER_INSTRUCTION * insts:
+        return ""
+    return (f"Expected: shared-memory accesses without bank conflicts (one wavefront per instruction). Found: "
+            f"{conflicts:,.0f} extra wavefronts over {insts:,.0f} shared-memory instructions "
+            f"({conflicts / insts:.1f} per instruction; a 32-way conflict costs 31).\nTo try: pad a tile's rows by "
+            "one element ([32][33]) or swizzle the column index (col ^ row), so the 32 lanes of a warp reading a "
+            "column land in 32 different banks.")
+
+
+CHECKS = {c.name: c for c in (
+    Check("no_local_memory", "no local memory: no LDL/STL instructions in the kernel's SASS and no register spills",
+          "sass", sass=_no_local_memory),
+    Check("vector_loads_128", "128-bit global loads (float4/int4: LDG.E.128 in SASS)", "sass",
+          sass=_vector_loads_128),
+    Check("tensor_cores", "tensor-core instructions in the kernel's SASS (HMMA, IMMA, HGMMA and their kin)", "sass",
+          sass=_tensor_cores),
+    Check("distributed_shared", "distributed shared memory: accesses to another cluster block's shared memory "
+          "(cluster.map_shared_rank)", "sass", sass=_distributed_shared, min_cc=(9, 0),
+          unknown="its SASS form is known for sm_90 only"),
+    Check("no_bank_conflicts", "no shared-memory bank conflicts (Nsight Compute's l1tex bank-conflict counters)",
+          "counters", metrics=_CONFLICTS + _SHARED_INSTS, counters=_no_bank_conflicts),
+)}
+
+
+def _opcodes_check(ops) -> Check:
+    """``required_sass``: each opcode must appear in the kernel's SASS (the message of its first release)."""
+    def run(instrs, res, arch, kernel):
+        missing = [o for o in ops if not any(re.search(rf"\b{re.escape(o)}\b", line) for _, line in instrs)]
+        if not missing:
+            return ""
+        return (f"This exercise must use {', '.join(ops)} instructions, and the machine code (SASS) of your kernel "
+                f"has no {', '.join(missing)}. Check that the intended path (e.g. WMMA / mma.sync for HMMA) is "
+                "really compiled in and not behind a disabled branch.")
+    return Check("required_sass", f"SASS opcodes {', '.join(ops)}", "sass", sass=run)
+
+
+# -- evaluation and spec validation ------------------------------------------------------------------
+
+def evaluate(ex, program) -> list:
+    """The `Verdict` of every check ``ex`` names, for the student's compiled ``program`` (compile child)."""
+    wanted = [(CHECKS[n], False) for n in ex.techniques] + [(CHECKS[n], True) for n in ex.required_techniques]
+    if ex.required_sass:
+        wanted.append((_opcodes_check(tuple(ex.required_sass)), True))
+    if not wanted:
+        return []
+    out, instrs, problem = [], None, ""
+    if any(c.where == "sass" for c, _ in wanted):
+        try:
+            instrs = kernel_instructions(program.sass(), ex.kernel)
+        except (FileNotFoundError, RuntimeError, OSError) as exc:
+            problem = f"no SASS to read ({str(exc)[:400]})"
+        else:
+            problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
+    res = program.resources.get(ex.kernel)
+    for check, required in wanted:
+        if check.where == "counters":
+            out.append(Verdict(check.name, None, f"{check.name} was not checked: {COUNTERS_NOT_CHECKED}", required))
+            continue
+        if problem:
+            out.append(Verdict(check.name, None, f"{check.name} was not checked: {problem}", required))
+            continue
+        message = check.sass(instrs, res, program.arch, ex.kernel)
+        if message is None:
+            out.append(Verdict(check.name, None, f"{check.name} was not checked on {program.arch}: {check.unknown}",
+                               required))
+        else:
+            out.append(Verdict(check.name, not message, message, required))
+    return out
+
+
+def counter_verdict(name: str, metrics: dict) -> Verdict:
+    """The verdict of counter check ``name`` from ncu metrics measured elsewhere ({metric: value})."""
+    check = CHECKS[name]
+    missing = [m for m in check.metrics if m not in metrics]
+    if missing:
+        return Verdict(name, None, f"{name} was not checked: the profile lacks {', '.join(missing)}")
+    message = check.counters(metrics)
+    return Verdict(name, not message, message)
+
+
+def validate(ex) -> tuple | None:
+    """(field, what is wrong) for the technique fields of an `Exercise`, or None when they are fine."""
+    if isinstance(ex.required_sass, str) or not all(isinstance(s, str) for s in ex.required_sass):
+        return "required_sass", f"should be a list of SASS opcodes like ['HMMA']; got {ex.required_sass!r}"
+    for field in ("techniques", "required_techniques"):
+        names = getattr(ex, field)
+        if isinstance(names, str) or not isinstance(names, (tuple, list)):
+            return field, f"should be a tuple of check names such as ('no_local_memory',); got {names!r}"
+        for n in names:
+            if n not in CHECKS:
+                return field, (f"{n!r} is not a technique check.{did_you_mean(n, CHECKS)} The checks: "
+                               f"{', '.join(CHECKS)} (autograder/techniques.py)")
+            if CHECKS[n].min_cc > tuple(ex.min_cc):
+                need = CHECKS[n].min_cc
+                return field, f"{n} needs sm_{need[0]}{need[1]} or newer: set min_cc=({need[0]}, {need[1]})"
+    both = set(ex.techniques) & set(ex.required_techniques)
+    if both:
+        return "techniques", f"{', '.join(sorted(both))} is listed in both techniques and required_techniques"
+    if ex.techniques and not ex.points.speed:
+        return "techniques", ("a failed technique withholds the speed points, and this exercise has none: list the "
+                              "check in required_techniques to fail the exercise instead")
+    counted = [n for n in ex.required_techniques if CHECKS[n].where == "counters"]
+    if counted:
+        return "required_techniques", (f"{', '.join(counted)} needs ncu counters, which the grader never reads, "
+                                       "so it cannot be required: list it in techniques (a note)")
+    return None
+
+
+def withheld_reason(ex, failures, speed=None) -> str:
+    """Why the speed points are withheld, from the messages of the failed technique checks."""
+    head = (f"Correct at every test size, so the {ex.points.correctness:g} correctness points stand; the "
+            f"{ex.points.speed:g} speed points are withheld because this exercise grades how the kernel works, "
+            f"and a technique it asks for is missing:")
+    timed = (f"\n(Timed anyway: {speed.ratio:.2f}x the reference's speed.)" if speed is not None
+             and getattr(speed, "ratio", None) else "")
+    return head + "".join(f"\n{m}" for m in failures) + timed
