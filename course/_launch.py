@@ -170,10 +170,8 @@ class Kernel:
                                           self.occupancy(block, shared_mem), device_info().sm_count)
             if problem:
                 raise LaunchError(problem)
-            self._fn(grid, block, self.convert_args(args), shared_mem=int(shared_mem), stream=stream,
-                     enable_cooperative_groups=True)
-            return
-        self._fn(grid, block, self.convert_args(args), shared_mem=int(shared_mem), stream=stream)
+        extra = {"enable_cooperative_groups": True} if cooperative else {}
+        self._fn(grid, block, self.convert_args(args), shared_mem=int(shared_mem), stream=stream, **extra)
 
     def __repr__(self):
         sig = ", ".join(p.describe() for p in self.params) if self.params is not None else "..."

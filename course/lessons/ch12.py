@@ -242,28 +242,36 @@ def check_hist(run, label: str, sizes=CHECK_SIZES, bins: int = BINS) -> bool:
     return True
 
 
+def _hist_compare(bins: int, n: int, hot: float, specs, verbose: bool):
+    """Check, then time against cupy.bincount, one row per (label, kind, kernel, block, cluster, about) of
+    ``specs`` (`hist_launch`'s arguments) on ``n`` values with hot bins; GB/s = 4 bytes read per value."""
+    import cupy
+    from course.variants import Variant, compare
+    d, h = cupy.asarray(hist_inputs(n, hot=hot, seed=5, bins=bins)), cupy.zeros(bins, dtype=cupy.uint32)
+
+    def row(label, kind, k, block, cluster, about):
+        def go(a, b):
+            hist_launch(kind, k, a, b, block, cluster, bins)
+        return Variant(label, lambda: go(d, h), about=about, check=lambda: check_hist(go, label, bins=bins))
+    return compare([row(*spec) for spec in specs],
+                   anchors=[Variant("cupy.bincount", lambda: cupy.bincount(d, minlength=bins))], work=4 * n,
+                   title=f"{bins:,}-bin histogram of {n:,} values, {hot:.0%} in 16 hot bins "
+                   "(GB/s = 4 bytes read per value)", verbose=verbose)
+
+
 def histogram_table(kernels=None, n: int = 1 << 26, clusters=(2, 4, 8), hot: float = 0.25, verbose: bool = True):
     """Check, then time against cupy.bincount on ``n`` values with hot bins: global atomics, the privatized
     histogram at three block sizes, and (sm_90) the DSMEM histogram per cluster size. GB/s = 4 bytes read
     per value. `best_private` picks the anchor of the DSMEM rows."""
-    import cupy
     import course
-    from course.variants import Variant, compare
     ks = lesson_kernels(HIST_KERNELS, kernels)
-    d, h = cupy.asarray(hist_inputs(n, hot=hot, seed=5)), cupy.zeros(BINS, dtype=cupy.uint32)
-
-    def row(label, kind, k, block=256, cluster=1, about=""):
-        return Variant(label, lambda: hist_launch(kind, k, d, h, block, cluster), about=about,
-                       check=lambda: check_hist(lambda a, b: hist_launch(kind, k, a, b, block, cluster), label))
-    variants = [row("global atomics", "global", ks["hist_global"], about="one L2 atomic per value")]
-    variants += [row(f"privatized, block {b}", "private", ks["hist_private"], b, about="64 KiB per block")
-                 for b in (256, 512, 1024)]
+    specs = [("global atomics", "global", ks["hist_global"], 256, 1, "one L2 atomic per value")]
+    specs += [(f"privatized, block {b}", "private", ks["hist_private"], b, 1, "64 KiB per block")
+              for b in (256, 512, 1024)]
     if course.supports("clusters"):
-        variants += [row(f"DSMEM, cluster {c}", "cluster", cluster_kernel(c), 256, c,
-                         about=f"{64 // c} KiB per block, bins shared by {c} blocks") for c in clusters]
-    return compare(variants, anchors=[Variant("cupy.bincount", lambda: cupy.bincount(d, minlength=BINS))],
-                   work=4 * n, title=f"{BINS:,}-bin histogram of {n:,} values, {hot:.0%} in 16 hot bins "
-                   "(GB/s = 4 bytes read per value)", verbose=verbose)
+        specs += [(f"DSMEM, cluster {c}", "cluster", cluster_kernel(c), 256, c,
+                   f"{64 // c} KiB per block, bins shared by {c} blocks") for c in clusters]
+    return _hist_compare(BINS, n, hot, specs, verbose)
 
 
 def best_private(table) -> dict:
@@ -276,26 +284,16 @@ def large_histogram_table(n: int = 1 << 26, clusters=(2, 4), hot: float = 0.25, 
     in BINS_LARGE / RANGE passes (blocks 512 and 1024) and (sm_90) the DSMEM histogram per cluster size at
     1,024 threads a block (a 128 KiB slice leaves room for one block an SM: its threads must come from the
     block), checked, then timed against cupy.bincount. `best_non_cluster` picks the DSMEM rows' anchor."""
-    import cupy
     import course
-    from course.variants import Variant, compare
     bins, opt = BINS_LARGE, _bins_option(BINS_LARGE)
     ks = {k: course.lesson_cell(CHAPTER, k).kernel(k, options=opt) for k in ("hist_global", "hist_private_pass")}
-    d, h = cupy.asarray(hist_inputs(n, hot=hot, seed=5, bins=bins)), cupy.zeros(bins, dtype=cupy.uint32)
-
-    def row(label, kind, k, block, cluster=1, about=""):
-        def go(a, b):
-            hist_launch(kind, k, a, b, block, cluster, bins)
-        return Variant(label, lambda: go(d, h), about=about, check=lambda: check_hist(go, label, bins=bins))
-    variants = [row("global atomics", "global", ks["hist_global"], 256, about="one L2 atomic per value")]
-    variants += [row(f"privatized in {bins // RANGE} passes, block {b}", "passes", ks["hist_private_pass"], b,
-                     about=f"64 KiB per block, the data read {bins // RANGE} times") for b in (512, 1024)]
+    specs = [("global atomics", "global", ks["hist_global"], 256, 1, "one L2 atomic per value")]
+    specs += [(f"privatized in {bins // RANGE} passes, block {b}", "passes", ks["hist_private_pass"], b, 1,
+               f"64 KiB per block, the data read {bins // RANGE} times") for b in (512, 1024)]
     if course.supports("clusters"):
-        variants += [row(f"DSMEM, cluster {c}", "cluster", cluster_kernel(c, bins=bins), 1024, c,
-                         about=f"{256 // c} KiB per block, bins shared by {c} blocks") for c in clusters]
-    return compare(variants, anchors=[Variant("cupy.bincount", lambda: cupy.bincount(d, minlength=bins))],
-                   work=4 * n, title=f"{bins:,}-bin histogram of {n:,} values, {hot:.0%} in 16 hot bins "
-                   "(GB/s = 4 bytes read per value)", verbose=verbose)
+        specs += [(f"DSMEM, cluster {c}", "cluster", cluster_kernel(c, bins=bins), 1024, c,
+                   f"{256 // c} KiB per block, bins shared by {c} blocks") for c in clusters]
+    return _hist_compare(bins, n, hot, specs, verbose)
 
 
 def best_non_cluster(table) -> dict:
