@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from . import compiling, policy
+from . import compiling, counters, policy
 from .compiling import choose_arch
 from .extract import Submission, collect_submissions
 from .hidden import draw_cases
@@ -240,7 +240,9 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         techniques = [t["message"] for t in comp.get("techniques") or () if t.get("passed") is False]
         if session.no_gpu:
             return _no_gpu_report(ex, session.no_gpu, comp["arch"], notes=notes + [
-                f"On a GPU the speed points would be withheld: {m}" for m in techniques], **extra)
+                f"On a GPU the speed points would be withheld: {m}" for m in techniques] + [
+                t["message"] for t in comp.get("techniques") or () if t["name"] in counters.counter_checks(ex)],
+                **extra)
         steps = ["load"] + [f"size:{i}" for i in range(len(cases))]
         if speed and ex.points.speed > 0:
             steps.append("timing")
@@ -249,9 +251,11 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         results, outcome, printf = _run(ex, private, steps, programs=comp["programs"], launch=cfg, seed=seed,
                                         cases=cases, gpu_lock=session.gpu_lock(), reference_launch=(reference_launch(ex) if ex.pipeline
                                                                        is not None else None))
-    early = _no_verdict(ex, outcome, session, extra)
-    if early:
-        return early
+        early = _no_verdict(ex, outcome, session, extra)
+        if early:
+            return early
+        if speed and counters.counter_checks(ex) and _all_passed(steps, results, cases, len(ex.sizes)):
+            techniques, notes = _counted(ex, comp, cfg, seed, session, private, techniques, notes)
     report = _assemble(ex, steps, results, cases, len(ex.sizes), dict(extra, printf=printf), notes, speed,
                        techniques)
     report.duration_s = time.monotonic() - t0
@@ -309,6 +313,22 @@ def _grade_call(ex: CallExercise, source: str | None, session: Session, extra: d
                           pipeline_failure=failure, speed_graded=speed, **extra)
     report.duration_s = time.monotonic() - t0
     return report
+
+
+def _all_passed(steps, results, cases, hidden_from) -> bool:
+    sizes = _size_results(steps, results, cases, hidden_from)
+    return bool(sizes) and all(r.status == Status.PASSED for r in sizes)
+
+
+def _counted(ex, comp, cfg, seed, session, private, techniques, notes) -> tuple:
+    """(technique failures, notes) with the counter checks decided: the student's kernel profiled once in a
+    grader-owned process under ncu (autograder/counters.py), holding the GPU alone."""
+    verdicts = counters.measure(ex, comp["programs"]["student"], cfg, seed, private,
+                                int((session.gpu or {}).get("l2_bytes") or 0), lock_dir=session.gpu_lock())
+    failed = [v.message for v in verdicts if v.passed is False]
+    said = [v.message for v in verdicts if v.passed is None]
+    said += [f"{v.name}: checked with Nsight Compute, passed." for v in verdicts if v.passed]
+    return list(techniques) + failed, list(notes) + said
 
 
 def _step_failure(results, steps, name):

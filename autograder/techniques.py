@@ -7,8 +7,10 @@ so its correctness points stand) or in ``required_techniques`` (a failure fails 
 * ``"sass"``: from the graded kernel's machine code (nvdisasm, no GPU) and ptxas's resource report, in the
   compile child. Only the graded kernel's own function is read, with the device functions it calls, never
   the other kernels of the module.
-* ``"counters"``: from Nsight Compute counters. The grader never runs ncu (see `COUNTERS_NOT_CHECKED`), so
-  these give a note, never a failure; `counter_verdict` turns counters measured elsewhere into a verdict.
+* ``"counters"``: from Nsight Compute counters, read once every size case has passed, by profiling the
+  student's kernel in a grader-owned process under ncu (autograder/counters.py; `counter_verdict` turns the
+  counters into a verdict). Where ncu is missing or may not read the counters they give a note, never a
+  failure, so they may not be required.
 
 Spellings are the ones nvdisasm prints for sm_75, sm_80 and sm_90 (tests/autograder/test_techniques.py
 compiles small kernels for each and checks both outcomes).
@@ -21,18 +23,13 @@ from typing import Callable
 
 from .spec import did_you_mean
 
-__all__ = ["Check", "Verdict", "CHECKS", "COUNTERS_NOT_CHECKED", "kernel_instructions", "evaluate",
+__all__ = ["Check", "Verdict", "CHECKS", "COUNTERS_ON_GPU", "kernel_instructions", "evaluate",
            "counter_verdict", "validate", "withheld_reason"]
 
 SHOWN = 4   # offending SASS lines quoted in a message
 
-COUNTERS_NOT_CHECKED = (
-    "the grader does not run Nsight Compute: ncu must start the process it profiles and load its own library "
-    "into it, while the grader runs your kernel only in confined children that it forks itself and talks to "
-    "over a pipe; reading the counters also needs the GPU's profiling permission (by default administrators "
-    "only), and ncu replays every kernel several times, which the grader's timeouts and timing do not allow "
-    "for. Measure it yourself with course.ncu.run_ncu (chapter 05 shows how) where ncu and the counters are "
-    "available.")
+COUNTERS_ON_GPU = ("it is measured on a GPU, after the correctness tests, by profiling your kernel once with "
+                   "Nsight Compute (where the grading machine has ncu and lets it read the counters)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,8 +278,8 @@ def evaluate(ex, program) -> list:
             problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
     res = program.resources.get(ex.kernel)
     for check, required in wanted:
-        if check.where == "counters":
-            out.append(Verdict(check.name, None, f"{check.name} was not checked: {COUNTERS_NOT_CHECKED}", required))
+        if check.where == "counters":   # the runner profiles the kernel once the sizes have passed
+            out.append(Verdict(check.name, None, f"{check.name}: {COUNTERS_ON_GPU}", required))
             continue
         if problem:
             out.append(Verdict(check.name, None, f"{check.name} was not checked: {problem}", required))
@@ -329,8 +326,8 @@ def validate(ex) -> tuple | None:
                               "check in required_techniques to fail the exercise instead")
     counted = [n for n in ex.required_techniques if CHECKS[n].where == "counters"]
     if counted:
-        return "required_techniques", (f"{', '.join(counted)} needs ncu counters, which the grader never reads, "
-                                       "so it cannot be required: list it in techniques (a note)")
+        return "required_techniques", (f"{', '.join(counted)} needs ncu counters, which a grading machine may not "
+                                       "let the grader read, so it cannot be required: list it in techniques")
     return None
 
 

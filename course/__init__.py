@@ -18,11 +18,15 @@ from ._headers import include_dirs, missing_headers
 from ._launch import Kernel, Module, compile, grid_2d, grid_for
 from ._magic import CELL_FIRST_LINE, cell_sources, load_ipython_extension
 from ._sources import first_line_of
-from ._nvml import pcie_link, sm_clock_mhz
+from ._nvml import nvidia_smi, pcie_link, power_w, sample_clocks, sm_clock_mhz, temperature_c, throttle_reasons
 from ._preflight import preflight
 from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
 from . import access, cublas, gemm, ncu, plots, results, source, streams, variants  # public submodules: no CUDA at import
+from . import occupancy, timeline_trace  # chapter 11: occupancy rules, CUPTI timelines (both optional at run time)
+# `course.profile` is the function (the module's own name is taken by it; import course.profile's helpers with
+# `from course.profile import ...`)
+from .profile import Profile, profile, recorded_profile
 
 __all__ = [
     "BenchResult", "CELL_FIRST_LINE", "first_line_of", "Ceilings", "CudaCell", "access", "cublas", "gemm", "ncu", "plots", "results", "source", "streams", "variants", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
@@ -30,6 +34,7 @@ __all__ = [
     "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "lesson_cell", "lesson_cells", "load_ipython_extension", "measure_ceilings",
-    "missing_headers", "no_gpu_message", "notebook_cells", "pcie_link", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
+    "missing_headers", "no_gpu_message", "notebook_cells", "nvidia_smi", "occupancy", "pcie_link", "power_w", "Profile", "profile",
+    "recorded_profile", "sample_clocks", "temperature_c", "throttle_reasons", "timeline_trace", "normalize_arch", "preflight", "print_table", "recorded_ceilings", "require",
     "sass_of", "sass_opcodes", "sm_clock_mhz", "solution_source", "supports",
 ]

@@ -110,10 +110,24 @@ def should_stop(samples, elapsed_s, *, min_samples, max_samples, rel_noise, budg
     return ""
 
 
+# Without a flush, nothing would be queued ahead of the start event: it would fire on an idle GPU at once and
+# the sample would count the host's launch overhead (tens of microseconds from Python) as kernel time. A
+# one-thread kernel that spins on the global timer keeps the stream busy, touching no memory, while the host
+# queues the timed work behind it. (The flush's memset does the same when it is on.)
+SPACER_NS = 100_000
+_SPIN = r"""extern "C" __global__ void course_spacer(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}"""
+
+
 class _CudaBackend:
-    """Events on a stream the timer owns; a large memset flushes L2 before each sample."""
+    """Events on a stream the timer owns; before each sample, a large memset flushes L2 (or, with the flush
+    off, a spacer kernel keeps the GPU busy while the sample is queued)."""
 
     _flush_buf = None
+    _spacer = None
 
     def __init__(self, stream=None, flush_l2=True):
         import cupy
@@ -142,6 +156,11 @@ class _CudaBackend:
         if self.flush_l2:
             buf = _CudaBackend._flush_buf
             self.cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.stream.ptr)
+            return
+        if _CudaBackend._spacer is None:
+            _CudaBackend._spacer = self.cupy.RawKernel(_SPIN, "course_spacer")
+        import numpy as np
+        _CudaBackend._spacer((1,), (1,), (np.uint64(SPACER_NS),), stream=self.stream)
 
     def sync(self):
         self.stream.synchronize()
@@ -253,7 +272,9 @@ def benchmark(fn, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 
 
     ``fn`` enqueues work on the current CuPy stream; the benchmark makes its own stream current, so
     CuPy operations and `Kernel` launches with ``stream=None`` land on it. Compilation belongs
-    outside ``fn`` (and warm-up runs absorb any left).
+    outside ``fn`` (and warm-up runs absorb any left). ``flush_l2=False`` keeps what earlier samples left in
+    L2; a 100 us spacer kernel then stands before each sample in the flush's place, so the start event never
+    fires on an idle GPU and the host's launch overhead stays out of the sample.
 
     Returns
     -------

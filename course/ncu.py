@@ -80,11 +80,13 @@ class NcuResult:
 _PERMISSION = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
 
 
-def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: float = 300.0) -> NcuResult:
+def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: float = 300.0,
+            options=()) -> NcuResult:
     """Run the Python ``script`` under Nsight Compute and collect ``metrics`` of kernel ``kernel``.
 
     The script runs in a child process with this repository on its path; it should compile and
-    launch the kernel once. Nothing here raises for a missing or forbidden profiler: the result is
+    launch the kernel once. ``options`` are further ncu flags (``--clock-control none``, for example).
+    Nothing here raises for a missing or forbidden profiler: the result is
     then falsy and ``reason`` says what to do.
     """
     ncu = ncu_path()
@@ -97,7 +99,7 @@ def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: fl
         path.write_text(script)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         cmd = [ncu, "--csv", "--metrics", ",".join(metrics), "--kernel-name", kernel,
-               "--launch-count", str(launches), sys.executable, str(path)]
+               "--launch-count", str(launches), *options, sys.executable, str(path)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:

@@ -128,6 +128,23 @@ def _declared_aligned(text: str, name: str) -> bool:
                for line in text.splitlines() if line.lstrip().startswith("//"))
 
 
+_ALIGN_MASK = r"(?:&\s*(?:15|0xf|0xF|7)\b|%\s*(?:16|8)\b)"
+
+
+def _tests_alignment(code: str, name: str) -> bool:
+    """Is ``name``'s address, or that of a pointer derived from it (``const float* row = name + r * cols``),
+    tested against 16 or 8 bytes: in the cast's own statement or through the integer it was cast to?"""
+    aliases = re.findall(rf"\*\s*(?:const\s+)?(\w+)\s*=\s*{re.escape(name)}\b", code)
+    for n in (name, *aliases):
+        cast = ALIGN_CAST.format(re.escape(n))
+        if re.search(cast + ALIGN_TEST, code):
+            return True
+        if any(re.search(rf"\b{var}\b\s*\)?\s*{_ALIGN_MASK}", code)
+               for var in re.findall(rf"(\w+)\s*=\s*{cast}", code)):
+            return True
+    return False
+
+
 def unchecked_vector_params(text: str, where: str) -> list[str]:
     course = import_course()
     code = course.source.strip_comments(text)
@@ -135,7 +152,7 @@ def unchecked_vector_params(text: str, where: str) -> list[str]:
     for kernel, params in course.source.parse_kernels(code).items():
         pointers = [p.name for p in params if p.pointer]
         for name in sorted(vector_params(code, kernel, pointers)):
-            if not (re.search(ALIGN_CAST.format(re.escape(name)) + ALIGN_TEST, code) or _declared_aligned(text, name)):
+            if not (_tests_alignment(code, name) or _declared_aligned(text, name)):
                 problems.append(
                     f"{where}: {kernel} accesses `{name}` as a vector (float4 or the like) but never tests "
                     f"its alignment. A view such as {name} + 1 is 4-byte aligned only, and a float4 access to it "
@@ -188,6 +205,14 @@ def test_unchecked_vector_access_is_reported():
     assert unchecked_vector_params(tested, "tested.cu") == []
     assert unchecked_vector_params("// x and y must be 16-byte aligned\n" + bad, "contract.cu") == []
     assert len(unchecked_vector_params("// x must be 16-byte aligned\n" + bad, "half.cu")) == 1
+    # a pointer derived from the parameter, cast to an integer that a later line tests (chapter 11's row_means)
+    derived = bad.replace("int i = threadIdx.x;", "int i = threadIdx.x; const float* row = x + n; float* o = y; "
+                          "const unsigned long long a = reinterpret_cast<unsigned long long>(row); "
+                          "const unsigned long long b = reinterpret_cast<unsigned long long>(o); "
+                          "if ((a & 15) || (b & 15)) return;")
+    assert unchecked_vector_params(derived, "derived.cu") == []
+    untested = derived.replace("if ((a & 15) || (b & 15)) return;", "if (a == b) return;")
+    assert len(unchecked_vector_params(untested, "untested.cu")) == 2
 
 
 def test_vector_accesses_test_alignment():

@@ -49,6 +49,7 @@ class Stage:
     block_tile: tuple = (1, 1)     # (BM, BN): the C tile of one block (grid and intensity model)
     block: object = 256            # threads per block (an int, or (x, y))
     smem: int = 0                  # dynamic shared bytes
+    full_kernel: str | None = None # the cell's kernel for tile-multiple shapes and 16-byte aligned matrices
 
     @property
     def name(self) -> str:
@@ -69,16 +70,23 @@ class Stage:
         return (course.grid_for(n, bn), course.grid_for(m, bm)), self.block, self.smem
 
     def launcher(self):
-        """``run(a, b, c)``: the stage compiled for this GPU and launched for the shapes of a and b."""
+        """``run(a, b, c)``: the stage compiled for this GPU and launched for the shapes of a and b (with
+        ``full_kernel`` where the shapes are multiples of the cell's BM, BN, BK and the matrices 16-byte aligned)."""
         if self.cell is None:
             kern = course.compile(self.source(), options=self.options).kernel(self.kernel)
         else:
             kern = course.lesson_cell(CHAPTER, self.cell).kernel(self.kernel, options=self.options)
+        full = None
+        if self.full_kernel:
+            full = course.lesson_cell(CHAPTER, self.cell).kernel(self.full_kernel, options=self.options)
+            bk = kernel_defines(self.cell)["BK"]
 
         def run(a, b, c):
             (m, k), n = a.shape, b.shape[1]
             grid, block, smem = self.launch(m, n, k)
-            kern(grid, block, a, b, c, m, n, k, shared_mem=smem)
+            fits = full is not None and m % self.block_tile[0] == 0 and n % self.block_tile[1] == 0 and k % bk == 0
+            use = full if fits and all(x.data.ptr % 16 == 0 for x in (a, b, c)) else kern
+            use(grid, block, a, b, c, m, n, k, shared_mem=smem)
         return run
 
 
@@ -96,7 +104,8 @@ STAGES = [
     Stage("6", "vector", "float4 loads, transposed A, double buffer", "fp32", "sgemm_regtile", None,
           block_tile=(128, 128)),
     Stage("6b", "warptile", "warptiling: 128 x 256 tiles, 64 x 64 per warp", "fp32", "sgemm_warptile",
-          "sgemm_warptile", block_tile=(128, 256), block=256, smem=2 * 8 * (128 + 4 + 256) * 4),
+          "sgemm_warptile", block_tile=(128, 256), block=256, smem=2 * 16 * (128 + 4 + 256) * 4,
+          full_kernel="sgemm_warptile_full"),
     Stage("7", "wmma", "WMMA BF16, shared-memory tiles", "bf16", "gemm_wmma", "gemm_wmma", ("-DSTAGES=1",),
           block_tile=(128, 128), smem=_wmma_smem(1)),
     Stage("8a", "wmma_db", "WMMA + cp.async double buffer", "bf16", "gemm_wmma", "gemm_wmma", ("-DSTAGES=2",),

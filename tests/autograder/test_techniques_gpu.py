@@ -33,7 +33,35 @@ def test_local_memory_withholds_speed_points_only():
     assert "speed points are withheld" in e.reason and "STL" in e.reason
     assert all(s.status == Status.PASSED for s in e.sizes)
     assert e.speed is not None        # timed anyway: the reason shows its speed
-    assert any("no_bank_conflicts was not checked" in n for n in e.notes)
+    assert any("no_bank_conflicts" in n for n in e.notes) or "bank conflicts" in e.reason
+
+
+def _counters_readable(e) -> bool:
+    """Did the grader read ncu's counters for this grading (ncu installed, counters permitted)?"""
+    return not any("no_bank_conflicts was not checked" in n for n in e.notes)
+
+
+@pytest.mark.parametrize("name", ["conflicted.cu", "forged_counters.cu"])
+def test_bank_conflicts_withhold_the_speed_points_where_ncu_reads_them(name):
+    """Where the grading machine's ncu may read the counters, does a 32-way conflicted tile lose its speed
+    points to the counter check, also when the kernel prints rows that pose as ncu's CSV with no conflicts?"""
+    e = grade(CORPUS / "05_bank_conflicts" / "transpose" / name)
+    ex = get_exercise("05_bank_conflicts", "transpose")
+    assert (e.status, e.points) == (Status.SLOW, ex.points.correctness), e.feedback()
+    if not _counters_readable(e):
+        pytest.skip("; ".join(n for n in e.notes if "was not checked" in n))
+    assert "speed points are withheld" in e.reason and "extra wavefronts" in e.reason, e.reason
+
+
+@pytest.mark.parametrize("path", [ROOT / "solutions" / "05_bank_conflicts" / "transpose.cu",
+                                  CORPUS / "05_bank_conflicts" / "transpose" / "swizzle.cu"], ids=lambda p: p.name)
+def test_conflict_free_tiles_pass_the_counter_check(path):
+    """Do the padded reference and the swizzled tile keep full marks, the check noted as passed?"""
+    e = grade(path)
+    assert (e.status, e.points) == (Status.PASSED, e.max_points), e.feedback()
+    if not _counters_readable(e):
+        pytest.skip("; ".join(n for n in e.notes if "was not checked" in n))
+    assert "no_bank_conflicts: checked with Nsight Compute, passed." in e.notes
 
 
 def test_cuda_core_gemm_fails_the_required_tensor_cores():

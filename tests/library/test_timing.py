@@ -120,3 +120,20 @@ def test_result_format():
     s = r.format(nbytes=2e9)
     assert "copy" in s and "1.0000 ms" in s and "2000 GB/s" in s and "1755 MHz" in s
     assert r.to_dict()["samples_ms"] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.gpu
+def test_no_flush_sample_excludes_the_hosts_launch_overhead():
+    """With the flush off, is the host's time to queue the work kept out of each sample (the spacer kernel
+    keeps the GPU busy meanwhile), so 50 us of host work before an empty kernel's launch is not timed?"""
+    import time
+    import course
+    k = course.compile('extern "C" __global__ void nothing() {}').kernel("nothing")
+
+    def slow_host_then_launch():
+        end = time.perf_counter() + 50e-6
+        while time.perf_counter() < end:
+            pass
+        k(1, 1)
+    r = course.benchmark(slow_host_then_launch, flush_l2=False, budget_s=0.5)
+    assert r.median_ms < 0.03, r

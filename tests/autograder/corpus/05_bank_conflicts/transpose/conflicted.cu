@@ -1,5 +1,7 @@
-// expect: status=slow points=4 reason~="slower than needed"
-// Tile[32][32], 32-way conflicts on the column reads.
+// expect: status=slow points=4 reason~="slower than needed|bank conflicts"
+// Tile[32][32], 32-way conflicts on the column reads. Where the grading machine's ncu may read the counters,
+// the no_bank_conflicts check fails it (speed points withheld); elsewhere its speed alone (about 0.62x at
+// 8192 x 8192 on the H100) keeps it below full points.
 extern "C" __global__ void transpose(const float* __restrict__ in, float* __restrict__ out, int rows, int cols)
 {
     __shared__ float tile[32][32];
