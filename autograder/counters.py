@@ -7,23 +7,29 @@ grader code: it loads the cubin the compile child made, draws fresh inputs from 
 size case, launches the student's kernel once, and checks the output against the reference on the host (a
 kernel must compute the same whether or not it is profiled). No student Python runs anywhere here.
 
-What the student's kernel cannot reach: ncu writes its CSV to a file in the private folder (``--log-file``),
-and the child sends its own stdout and stderr (where a kernel's ``printf`` lands) to another file before
-CUDA starts, so no printed line can pose as a metric row; the child writes its verdict to a third file,
-which no kernel has a pointer to. The profile holds the GPU alone (the session's GPU lock,
-exclusive) and leaves the clocks as they are (``--clock-control none``), so it disturbs no one's timing.
+What the student's kernel cannot reach or predict: ncu writes its CSV to a file of a fresh folder
+(``--log-file``), and the child sends its own stdout and stderr (where a kernel's ``printf`` lands) to another
+file before CUDA starts, so no printed line can pose as a metric row; the child writes its verdict to a third
+file, which no kernel has a pointer to. The size profiled is one of the grading's hidden cases where one fits
+(drawn from a seed the student never sees), and the profiled launch comes after 0 to 3 unprofiled ones
+(``--launch-skip``, from the same seed), so a kernel cannot tell the profiled launch from the others. The
+child marks the moment it launches: a child that launched and then gave no verdict (it crashed, or had not
+finished in time) fails the check, while a failure before that (ncu's start, its lock) is the grader's, a
+note. The child holds the GPU alone (the session's GPU lock, exclusive) only around its launches, and the
+clocks stay as they are (``--clock-control none``), so it disturbs no one's timing.
 
 Where ncu is missing or may not read the counters (ERR_NVGPUCTRPERM, the default for non-administrators on
 many machines), the check is not made and the report says why; it is never held against the student.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import pickle
-import signal
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,93 +59,89 @@ def _case_bytes(ex, sizes: dict) -> int:
     return total
 
 
-def pick_case(ex, l2_bytes: int):
-    """The size case to profile: the spec's ``speed_size`` if it fits in COUNTER_MAX_BYTES, else the public
-    case that moves the most bytes within it (None when none fits)."""
+def pick_case(ex, l2_bytes: int, hidden=()):
+    """The size case to profile: the largest of the grading's ``hidden`` cases whose arrays fit in
+    COUNTER_MAX_BYTES, else the spec's ``speed_size`` if it fits, else the public case that moves the most bytes
+    within the cap (None when none fits)."""
+    def largest(cases):
+        fitting = [(_case_bytes(ex, s), i, s) for i, s in enumerate(ex.resolve_sizes(c, l2_bytes) for c in cases)]
+        fitting = [f for f in fitting if f[0] <= COUNTER_MAX_BYTES]
+        return max(fitting)[2] if fitting else None
     speed = getattr(ex, "speed_size", None)
-    if speed:
-        sizes = ex.resolve_sizes(speed, l2_bytes)
-        if _case_bytes(ex, sizes) <= COUNTER_MAX_BYTES:
-            return sizes
-    fitting = [(_case_bytes(ex, s), i, s) for i, s in enumerate(ex.resolve_sizes(c, l2_bytes) for c in ex.sizes)]
-    fitting = [f for f in fitting if f[0] <= COUNTER_MAX_BYTES]
-    return max(fitting)[2] if fitting else None
+    return largest(hidden) or (largest([speed]) if speed else None) or largest(ex.sizes)
 
 
-def ncu_command(ncu: str, metrics, kernel: str, log_file: str, task_file: str) -> list:
-    """ncu's command line: the one kernel, one launch, clocks untouched, CSV into ``log_file``."""
+def ncu_command(ncu: str, metrics, kernel: str, log_file: str, task_file: str, skip: int = 0) -> list:
+    """ncu's command line: one launch of the kernel after ``skip`` others, clocks untouched, CSV into
+    ``log_file``."""
     return [ncu, "--csv", "--log-file", log_file, "--print-units", "base", "--clock-control", "none",
-            "--kernel-name-base", "mangled", "--metrics", ",".join(metrics), "--kernel-name", kernel, "--launch-count", "1",
-            sys.executable, "-m", "autograder.counters", task_file]
+            "--kernel-name-base", "mangled", "--metrics", ",".join(metrics), "--kernel-name", kernel,
+            "--launch-skip", str(skip), "--launch-count", "1", sys.executable, "-m", "autograder.counters", task_file]
 
 
 def _not_checked(names, why: str) -> list:
     return [Verdict(n, None, f"{n} was not checked: {why}") for n in names]
 
 
-def _hold(lock_dir):
-    from .gpulock import GpuLock
-    return GpuLock(lock_dir).exclusive()
-
-
-def _run(cmd, cwd: str, timeout: float):
-    """(returncode or None on timeout, stdout + stderr); the whole process group is ended on a timeout."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+@contextlib.contextmanager
+def _one_profile_at_a_time():
+    """Gradings on one host profile one after another: ncu takes a machine-wide lock of its own, and a wait
+    for it inside the timeout could be taken for a kernel that hangs."""
+    fd = os.open(os.path.join(tempfile.gettempdir(), "autograder-ncu.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out or ""
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out or ""
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing releases the lock
 
 
 def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int, lock_dir=None,
-            ncu: str | None = None) -> list:
-    """The `Verdict` of each counter check of ``ex`` for the student's ``program`` (compile-child data)."""
+            ncu: str | None = None, hidden=()) -> list:
+    """The `Verdict` of each counter check of ``ex`` for the student's ``program`` (compile-child data),
+    profiled at one of the grading's ``hidden`` size cases where one fits."""
     names = counter_checks(ex)
     if not names:
         return []
-    from course.ncu import ncu_path, parse_ncu_csv
+    from course.ncu import denied, ncu_path, parse_ncu_csv, run_profiled
     ncu = ncu or ncu_path()
     if ncu is None:
         return _not_checked(names, "Nsight Compute (ncu) is not installed on the grading machine. Measure it "
                                    "yourself with course.profile where ncu runs (chapter 11 shows how).")
-    sizes = pick_case(ex, l2_bytes)
+    sizes = pick_case(ex, l2_bytes, hidden)
     if sizes is None:
         return _not_checked(names, f"no size case of {ex.name} is small enough to profile (a grader problem).")
     metrics = sorted({m for n in names for m in CHECKS[n].metrics})
-    folder = Path(private)
-    task_file, log_file, verdict_file, child_out = (str(folder / f) for f in (
-        "counters.pkl", "ncu.csv", "counters.json", "counters.out"))
+    folder = Path(tempfile.mkdtemp(prefix="counters-", dir=private))   # 0700, made now: nothing stale in it
+    task_file, log_file, verdict_file, child_out, marker = (str(folder / f) for f in (
+        "task.pkl", "ncu.csv", "verdict.json", "child.out", "launching"))
+    skip = int(seed) % 4
     with open(task_file, "wb") as fh:
         pickle.dump({"chapter": ex.chapter, "exercise": ex.name, "program": program, "launch": dict(cfg),
-                     "seed": int(seed), "sizes": sizes, "verdict_file": verdict_file, "child_out": child_out}, fh)
+                     "seed": int(seed), "sizes": sizes, "launches": skip + 1, "lock_dir": lock_dir,
+                     "verdict_file": verdict_file, "child_out": child_out, "marker": marker}, fh)
     symbol = program.get("lowered_names", {}).get(ex.kernel, ex.kernel)
-    t0 = time.monotonic()
-    with _hold(lock_dir):
-        code, out = _run(ncu_command(ncu, metrics, symbol, log_file, task_file), private, COUNTER_TIMEOUT_S)
+    with _one_profile_at_a_time():
+        t0 = time.monotonic()
+        code, out = run_profiled(ncu_command(ncu, metrics, symbol, log_file, task_file, skip),
+                                 timeout=COUNTER_TIMEOUT_S, cwd=str(folder))
     log = Path(log_file).read_text(errors="replace") if Path(log_file).exists() else ""
-    words = (log + "\n" + out)
-    label = ex.size_label(sizes)
-    if "ERR_NVGPUCTRPERM" in words:
+    words, label, launched = log + "\n" + out, ex.size_label(sizes), Path(marker).exists()
+    if denied(words):
         return _not_checked(names, "the grading machine does not let this user read the GPU's performance "
                                    "counters (ERR_NVGPUCTRPERM); an administrator can allow it.")
-    if code is None:
-        return [Verdict(n, False, f"Expected: {ex.kernel} runs once under the profiler at {label}, as it ran in the "
-                                  f"correctness tests. Found: it had not finished after {COUNTER_TIMEOUT_S:.0f} s "
-                                  "under Nsight Compute. A kernel must behave the same whether or not it is "
-                                  "profiled.") for n in names]
     try:
         child = json.loads(Path(verdict_file).read_text())
     except (OSError, ValueError):
         child = None
+    if child is None and launched:
+        how = (f"it had not finished after {COUNTER_TIMEOUT_S:.0f} s" if code is None
+               else f"its process ended without finishing (exit {code})")
+        return [Verdict(n, False, f"Expected: {ex.kernel} runs under the profiler at {label} as it ran in the "
+                                  f"correctness tests. Found: {how} under Nsight Compute. A kernel must behave "
+                                  "the same whether or not it is profiled.") for n in names]
     if child is None:
-        return _not_checked(names, f"the profiled run ended without a verdict (exit {code}): "
+        why = f"did not start within {COUNTER_TIMEOUT_S:.0f} s" if code is None else f"ended with exit {code}"
+        return _not_checked(names, f"the profiler {why} before your kernel ran (a grader problem): "
                                    f"{_scrub(words, private)[-_TAIL:]}")
     if child.get("status") != "ok":
         return [Verdict(n, False, f"Expected: the same output under the profiler as in the correctness tests. "
@@ -183,7 +185,17 @@ def _child(task: dict) -> dict:
     if ex.constants:
         set_constants(ex, kernel, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
     geo = ex.launch(dict(sizes), dict(task["launch"]))
-    launch(kernel, (geo[0], geo[1], int(geo[2])), kernel_args(ex, arrays, scalars))
+    from .gpulock import GpuLock
+    lock = GpuLock(task.get("lock_dir"))
+    with lock.exclusive():   # ncu replays the profiled launch inside the call: the GPU is ours meanwhile
+        Path(task["marker"]).touch()
+        for _ in range(int(task.get("launches", 1))):   # the profiled one is the last (ncu --launch-skip)
+            for p in ex.arrays:   # every launch on the same fresh inputs and poisoned outputs
+                if isinstance(p, InOut):
+                    arrays[p.name][...] = cp.asarray(host[p.name])
+                elif isinstance(p, Out):
+                    fill_output(arrays[p.name], p, 0)
+            launch(kernel, (geo[0], geo[1], int(geo[2])), kernel_args(ex, arrays, scalars))
     if ex.reference == "kernel":
         return {"status": "ok"}
     want = numpy_reference(ex, sizes, host, scalars)

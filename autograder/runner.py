@@ -255,7 +255,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         if early:
             return early
         if speed and counters.counter_checks(ex) and _all_passed(steps, results, cases, len(ex.sizes)):
-            techniques, notes = _counted(ex, comp, cfg, seed, session, private, techniques, notes)
+            techniques, notes = _counted(ex, comp, cfg, seed, session, private, techniques, notes,
+                                         hidden=cases[len(ex.sizes):])
     report = _assemble(ex, steps, results, cases, len(ex.sizes), dict(extra, printf=printf), notes, speed,
                        techniques)
     report.duration_s = time.monotonic() - t0
@@ -320,11 +321,12 @@ def _all_passed(steps, results, cases, hidden_from) -> bool:
     return bool(sizes) and all(r.status == Status.PASSED for r in sizes)
 
 
-def _counted(ex, comp, cfg, seed, session, private, techniques, notes) -> tuple:
+def _counted(ex, comp, cfg, seed, session, private, techniques, notes, hidden=()) -> tuple:
     """(technique failures, notes) with the counter checks decided: the student's kernel profiled once in a
-    grader-owned process under ncu (autograder/counters.py), holding the GPU alone."""
+    grader-owned process under ncu (autograder/counters.py), at one of the ``hidden`` size cases."""
     verdicts = counters.measure(ex, comp["programs"]["student"], cfg, seed, private,
-                                int((session.gpu or {}).get("l2_bytes") or 0), lock_dir=session.gpu_lock())
+                                int((session.gpu or {}).get("l2_bytes") or 0), lock_dir=session.gpu_lock(),
+                                hidden=hidden)
     failed = [v.message for v in verdicts if v.passed is False]
     said = [v.message for v in verdicts if v.passed is None]
     said += [f"{v.name}: checked with Nsight Compute, passed." for v in verdicts if v.passed]

@@ -10,12 +10,13 @@ import dataclasses
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["ncu_path", "parse_ncu_csv", "NcuResult", "run_ncu"]
+__all__ = ["ncu_path", "parse_ncu_csv", "NcuResult", "run_ncu", "run_profiled", "denied"]
 
 
 _NCU_GUESSES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu", "/usr/bin/ncu")
@@ -80,6 +81,31 @@ class NcuResult:
 _PERMISSION = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
 
 
+def denied(output: str) -> bool:
+    """Does ncu's output say this user may not read the GPU's performance counters?"""
+    return any(s in output for s in _PERMISSION)
+
+
+def run_profiled(cmd, *, timeout: float, cwd=None) -> tuple:
+    """Run ``cmd`` (ncu and the program it profiles) with this repository on PYTHONPATH, in a process group of
+    its own: (exit code, or None when ``timeout`` ran out, stdout and stderr together). On a timeout the whole
+    group is killed, so the profiled program (a kernel that hangs) does not outlive ncu."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:   # a process stuck in the driver: leave its output behind
+            out = ""
+        return None, out or ""
+
+
 def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: float = 300.0,
             options=()) -> NcuResult:
     """Run the Python ``script`` under Nsight Compute and collect ``metrics`` of kernel ``kernel``.
@@ -93,23 +119,19 @@ def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: fl
     if ncu is None:
         return NcuResult({}, "Nsight Compute (ncu) is not installed here, so only the model's count is "
                              "shown. Install it with the CUDA toolkit to compare.")
-    root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.py"
         path.write_text(script)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         cmd = [ncu, "--csv", "--metrics", ",".join(metrics), "--kernel-name", kernel,
                "--launch-count", str(launches), *options, sys.executable, str(path)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return NcuResult({}, f"ncu did not finish within {timeout:.0f} s.")
-    out = (p.stdout or "") + (p.stderr or "")
-    if any(s in out for s in _PERMISSION):
+        code, out = run_profiled(cmd, timeout=timeout, cwd=tmp)
+    if code is None:
+        return NcuResult({}, f"ncu did not finish within {timeout:.0f} s.")
+    if denied(out):
         return NcuResult({}, "Nsight Compute is installed but this user may not read the GPU's performance "
                              "counters (ERR_NVGPUCTRPERM); an administrator can allow it (NVIDIA's "
                              "'ERR_NVGPUCTRPERM' page), so only the model's count is shown.", out)
-    rows = parse_ncu_csv(p.stdout or "")
+    rows = parse_ncu_csv(out)
     got: dict = {}
     by_kernel: dict = {}
     for r in rows:
@@ -120,6 +142,6 @@ def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: fl
             per[r["metric"]] = per.get(r["metric"], 0.0) + r["value"]
     if not got:
         tail = "\n".join(out.strip().splitlines()[-5:])
-        return NcuResult({}, f"ncu ran but reported no metrics for kernel {kernel!r} (exit {p.returncode}):\n"
+        return NcuResult({}, f"ncu ran but reported no metrics for kernel {kernel!r} (exit {code}):\n"
                              f"{tail}", out)
     return NcuResult(got, "", out, by_kernel)

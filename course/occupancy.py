@@ -6,7 +6,8 @@ per-compute-capability limits, so a lesson can explain the number the CUDA occup
 """
 from __future__ import annotations
 
-__all__ = ["LIMITS", "LIMITERS", "predict", "limiter_of", "sweep", "measured", "compare", "widget"]
+__all__ = ["LIMITS", "LIMITERS", "predict", "limiter_of", "sweep", "measured", "compare", "widget", "fits",
+           "table_cc"]
 
 # Per-SM limits from the CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"
 # (maximum resident blocks, warps and registers per SM, shared memory per SM and per block), and the
@@ -160,6 +161,19 @@ def compare(kernel, sizes=(64, 128, 256, 512, 1024), smem: int = 0) -> list:
         rows.append({"threads": t, "registers": regs, "smem/block": total_smem, "predicted": p["blocks_per_sm"],
                      "occupancy API": api, "limiter": p["limiter"], "match": p["blocks_per_sm"] == api})
     return rows
+
+
+def table_cc(cc) -> tuple:
+    """``cc`` where `LIMITS` has its table, else (9, 0): the rules shown for a GPU the course has no table for."""
+    cc = tuple(int(x) for x in cc)
+    return cc if cc in LIMITS else (9, 0)
+
+
+def fits(smem_per_block: int) -> bool:
+    """May a block reserve ``smem_per_block`` bytes of shared memory on this GPU (64 KiB on sm_75, 99 KiB on
+    sm_86 and sm_89, 227 KiB on sm_90)? True without a GPU, where only recordings are shown."""
+    from ._env import device_info, gpu_available
+    return not gpu_available() or smem_per_block <= device_info().smem_per_block_optin
 
 
 def _default_cc():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -75,26 +76,32 @@ def profiles_dir() -> Path:
     return results_dir() / "profiles"
 
 
-def save_recording(name: str, data: dict, device: str) -> Path:
-    """Save a lesson's own measurement (NVML samples, event spans, nvidia-smi readings) taken on ``device`` as
-    benchmarks/results/profiles/<name>-<gpu>.json, beside the profiles, for machines without a GPU."""
+def save_recording(name: str, data: dict, device: str, *, file_stem: str | None = None) -> Path:
+    """Save a measurement taken on ``device`` (a profile, a trace, NVML samples, nvidia-smi readings) as
+    benchmarks/results/profiles/<file_stem or name>-<gpu>.json, for machines without a GPU."""
     from ._env import gpu_slug
-    if not _NAME_OK.fullmatch(name):
-        raise ValueError(f"`name` names a file: letters, digits, '-', '_' and '.'; got {name!r}")
-    path = profiles_dir() / f"{name}-{gpu_slug(device)}.json"
+    if not _NAME_OK.fullmatch(file_stem or name):
+        raise ValueError(f"`name` names a file: letters, digits, '-', '_' and '.'; got {file_stem or name!r}")
+    path = profiles_dir() / f"{file_stem or name}-{gpu_slug(device)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"name": name, "device": device, **data}, indent=1, default=str) + "\n")
     return path
 
 
-def load_recording(name: str):
-    """The recording saved as ``name`` (an H100's first, else any GPU's), or None where there is none."""
-    paths = sorted(profiles_dir().glob(f"{name}-*.json"), key=lambda p: ("h100" not in p.name, p.name))
-    for path in paths:
-        data = json.loads(path.read_text())
-        if data.get("name") == name:     # "11-clocks" must not pick up "11-clocks-idle-..."
-            return data
-    return None
+def load_recording(name: str, *, file_stem: str | None = None, accept=None):
+    """The recording saved as ``name`` (in ``<file_stem or name>-<gpu>.json``; an H100's first, else any GPU's,
+    of those ``accept(data)`` takes), or None where there is none. Profiles, traces and a lesson's own
+    measurements are all found this way."""
+    found = []
+    for path in sorted(profiles_dir().glob(f"{file_stem or name}-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        # the name inside, not the file's: "11-clocks" must not pick up "11-clocks-idle-..."
+        if isinstance(data, dict) and data.get("name") == name and (accept is None or accept(data)):
+            found.append(("h100" not in path.name, path.name, data))
+    return min(found, key=lambda t: t[:2])[2] if found else None
 
 
 def metrics_for(sections) -> list:
@@ -138,7 +145,8 @@ def derive(m: dict) -> dict:
     conflicts = [g("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
                  g("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")]
     limits = {name: g(metric) for metric, name in _LIMIT_NAMES.items() if g(metric) is not None}
-    stalls = {r: g(STALL_METRIC.format(r)) for r in STALL_REASONS if g(STALL_METRIC.format(r))}
+    # "selected" is a warp that issued, not one that waited: it stays out of the shares of stall reasons
+    stalls = {r: g(STALL_METRIC.format(r)) for r in STALL_REASONS if r != "selected" and g(STALL_METRIC.format(r))}
     total = sum(stalls.values())
     from .occupancy import limiter_of
     return {
@@ -231,13 +239,19 @@ class Profile:
         for note in self.notes:
             print("note:", note)
 
-    def roofline(self, ax=None):
-        """This launch as one point (FLOP per DRAM byte, TFLOP/s) on the course's roofline of the measured
-        ceilings (those recorded with the profile's GPU when the profile is a recording). Returns the axes."""
-        from . import plots
+    def ceilings(self):
+        """The ceilings of the GPU this profile was taken on: measured here for a live profile, the ones the
+        benchmark suite recorded on that GPU for a recording (FileNotFoundError when there are none)."""
         from ._ceilings import ceilings, recorded_ceilings
+        from ._env import gpu_slug
+        return ceilings() if self.source == "ncu" else recorded_ceilings(gpu_slug(self.device))
+
+    def roofline(self, ax=None):
+        """This launch as one point (FLOP per DRAM byte, TFLOP/s) on the roofline of the GPU it ran on
+        (`ceilings`). Returns the axes."""
+        from . import plots
         try:
-            ceil = recorded_ceilings() if self.source != "ncu" else ceilings()
+            ceil = self.ceilings()
         except FileNotFoundError:
             print("No measured ceilings are available (none measured here, none recorded), so there is no "
                   "roofline to draw the point on.")
@@ -272,31 +286,13 @@ def _reason_no_live(kernel) -> str:
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def _record_path(name: str, device: str) -> Path:
-    from ._env import gpu_slug
-    return profiles_dir() / f"{name}-{gpu_slug(device)}.json"
-
-
 def recorded_profile(name: str, gpu: str | None = None):
     """The profile recorded as ``name`` (an H100's first, else any GPU's; only ``gpu``'s when given, a GPU
     name or slug), with ``source == "recorded"``; None when there is none."""
     from ._env import gpu_slug
-    folder = profiles_dir()
-    found = []
-    for path in sorted(folder.glob(f"{name}-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or data.get("name") != name:
-            continue  # "copy" must not pick up "copy-strided-..."
-        slug = gpu_slug(data.get("device", ""))
-        if gpu is not None and slug != gpu_slug(gpu):
-            continue
-        found.append((0 if "h100" in slug else 1, path.name, data))
-    if not found:
+    data = load_recording(name, accept=lambda d: gpu is None or gpu_slug(d.get("device", "")) == gpu_slug(gpu))
+    if data is None:
         return None
-    data = min(found, key=lambda t: t[:2])[2]
     p = Profile.from_dict(data)
     p.source, p.reason = "recorded", f"Recorded on {p.device} ({p.date})."
     return p
@@ -418,8 +414,13 @@ def profile(kernel, grid=1, block=1, *args, shared_mem: int = 0,
     clock_control : "none" (default) leaves the GPU's clocks as they are, so bandwidth compares with
         event timing; "base" is ncu's own default, which locks clocks to base for repeatable counts.
     record : str, optional
-        With a live profile, save it as benchmarks/results/profiles/<record>-<gpu>.json; without one (no
-        GPU, no ncu, counters not permitted, the run failed) return that recording instead.
+        Without a live profile (no GPU, no ncu, counters not permitted, the run failed) return the recording of
+        that name instead. A live one is saved as benchmarks/results/profiles/<record>-<gpu>.json only on a
+        recording run (COURSE_RECORD_SWEEPS=1, as the benchmark tier sets it), so a student's runs never write
+        into the course's files.
+
+    The child gets copies of the arrays, each in a fresh allocation: a view that starts off a 16-byte boundary
+    is profiled aligned, and two arguments that overlap in the notebook do not overlap there.
 
     Never raises for a missing GPU, profiler or permission: the result is then a recording or empty, and
     ``reason`` says why. Arguments are checked as a launch checks them (LaunchError).
@@ -440,7 +441,9 @@ def profile(kernel, grid=1, block=1, *args, shared_mem: int = 0,
         return _fallback(record, live.reason)
     if record:
         live.name = record
-        path = _record_path(record, live.device)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(dict(live.to_dict(), source="recorded"), indent=1) + "\n")
+        if os.environ.get("COURSE_RECORD_SWEEPS") == "1":   # a recording run; a student's runs write nothing
+            try:
+                save_recording(record, dict(live.to_dict(), source="recorded"), live.device)
+            except OSError as exc:
+                live.notes.append(f"not recorded ({exc.strerror or exc})")
     return live

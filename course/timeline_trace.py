@@ -10,7 +10,6 @@ chapter 03's event timeline (H2D, kernel, D2H), so the two can be drawn side by 
 from __future__ import annotations
 
 import datetime
-import json
 import threading
 
 from ._errors import FeatureUnavailable
@@ -157,29 +156,14 @@ def to_timeline(records) -> list:
     return spans
 
 
-def _path(name: str, device: str):
-    from ._env import gpu_slug
-    from .profile import profiles_dir
-    return profiles_dir() / f"trace-{name}-{gpu_slug(device)}.json"
-
-
 def _save(name: str, records: list, device: str) -> None:
-    path = _path(name, device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"name": name, "device": device, "date": datetime.date.today().isoformat(), "records": records}
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    from .profile import save_recording
+    save_recording(name, {"date": datetime.date.today().isoformat(), "records": records}, device,
+                   file_stem=f"trace-{name}")
 
 
 def recorded_trace(name: str):
     """The trace recorded as ``name`` (an H100's first, else any GPU's): ``{"name", "device", "date",
     "records"}``, or None when none is recorded."""
-    from .profile import profiles_dir
-    found = []
-    for path in sorted(profiles_dir().glob(f"trace-{name}-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("name") == name and isinstance(data.get("records"), list):
-            found.append((0 if "h100" in path.name else 1, path.name, data))
-    return min(found, key=lambda t: t[:2])[2] if found else None
+    from .profile import load_recording
+    return load_recording(name, file_stem=f"trace-{name}", accept=lambda d: isinstance(d.get("records"), list))

@@ -164,7 +164,7 @@ def occupancy_point(kernel: str, block: int, smem: int, state: dict) -> dict:
     x, k = state["x"], state["ks"].kernel(kernel)
     y = state.setdefault("y", cupy.empty_like(x))
     pred = occupancy.predict(block, k.resources.registers, smem + (k.resources.static_smem or 0),
-                             cc=course.device_info().cc)
+                             cc=occupancy.table_cc(course.device_info().cc))
     n = N_OCC if kernel == "scale_scalar" else N_OCC // 4
     r = course.benchmark(lambda: k(course.grid_for(n, block), block, x, y, 2.0, n, shared_mem=smem),
                          name=kernel, budget_s=0.5)
@@ -174,9 +174,9 @@ def occupancy_point(kernel: str, block: int, smem: int, state: dict) -> dict:
 
 
 def occupancy_table(kernel: str = "scale_scalar", configs=OCC_CONFIGS) -> list:
-    """`occupancy_point` at each (block, shared bytes) of ``configs``."""
+    """`occupancy_point` at each (block, shared bytes) of ``configs`` that a block may reserve on this GPU."""
     state = {}
-    return [occupancy_point(kernel, b, s, state) for b, s in configs]
+    return [occupancy_point(kernel, b, s, state) for b, s in configs if __import__("course").occupancy.fits(s)]
 
 
 def occupancy_sweep(record: bool | None = None):
@@ -189,7 +189,8 @@ def occupancy_sweep(record: bool | None = None):
         p = occupancy_point(kernel, block, smem_kib << 10, state)
         return p["gbps"], (f"{p['api']} blocks/SM by the API, {p['predicted']} predicted ({p['limiter']}), "
                            f"occupancy {p['occupancy']:.0%}")
-    return sweep(run, {"smem_kib": [0, 8, 16, 24, 32, 48, 64, 100, 200], "block": [64, 256, 1024],
-                       "kernel": list(OCC_KERNELS)}, metric="GB/s (8 bytes per element)",
+    from course.occupancy import fits
+    return sweep(run, {"smem_kib": [s for s in (0, 8, 16, 24, 32, 48, 64, 100, 200) if fits(s << 10)],
+                       "block": [64, 256, 1024], "kernel": list(OCC_KERNELS)}, metric="GB/s (8 bytes per element)",
                  name="11_profiling_occupancy", record=record,
                  title="chapter 04's scale, occupancy held down by unused shared memory")

@@ -24,6 +24,8 @@ with open(os.environ["FAKE_ARGS"], "w") as f:
     json.dump(args, f)
 log = args[args.index("--log-file") + 1]
 task = pickle.load(open(args[-1], "rb"))
+if os.environ.get("FAKE_LAUNCHED", "1") == "1":   # the child reached its launches
+    open(task["marker"], "w").close()
 time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 # what a kernel's printf would show if the grader read the profiled process's output: zero conflicts
 print({head!r})
@@ -66,6 +68,7 @@ def test_the_log_files_counts_decide_not_the_processs_output(ncu, tmp_path):
     flags = dict(zip(args, args[1:]))
     assert flags["--clock-control"] == "none" and flags["--launch-count"] == "1" and flags["--kernel-name"] == "transpose"
     assert flags["--log-file"].endswith("ncu.csv") and args[-3:-1] == ["-m", "autograder.counters"]
+    assert flags["--launch-skip"] == str(7 % 4)
     assert set(flags["--metrics"].split(",")) == {LD, ST, ILD, IST}
 
 
@@ -89,10 +92,14 @@ def test_no_ncu_is_a_note(tmp_path, monkeypatch):
 
 
 def test_a_kernel_that_does_not_finish_under_the_profiler_fails(ncu, tmp_path, monkeypatch):
+    """A timeout after the child launched fails the check; one before it (ncu's start) is only a note."""
     monkeypatch.setattr(counters, "COUNTER_TIMEOUT_S", 1.0)
     monkeypatch.setenv("FAKE_SLEEP", "30")
     v = measure(ncu, tmp_path)
     assert v.passed is False and "had not finished" in v.message
+    monkeypatch.setenv("FAKE_LAUNCHED", "0")
+    v = measure(ncu, tmp_path)
+    assert v.passed is None and "before your kernel ran" in v.message
 
 
 def test_a_different_output_under_the_profiler_fails(ncu, tmp_path, monkeypatch):
@@ -101,10 +108,28 @@ def test_a_different_output_under_the_profiler_fails(ncu, tmp_path, monkeypatch)
     assert v.passed is False and "same output under the profiler" in v.message and "5 of 67551" in v.message
 
 
-def test_no_verdict_from_the_child_is_a_note_with_nccus_words(ncu, tmp_path, monkeypatch):
+def test_a_child_that_dies_after_launching_fails_and_one_before_is_a_note(ncu, tmp_path, monkeypatch):
+    """No verdict after the launch (the kernel brought its process down under the profiler) fails the check;
+    no verdict before it is the grader's problem, a note with ncu's words and no private paths."""
     monkeypatch.setenv("FAKE_CHILD", "null")
     v = measure(ncu, tmp_path)
-    assert v.passed is None and "without a verdict" in v.message and str(tmp_path) not in v.message
+    assert v.passed is False and "ended without finishing" in v.message
+    monkeypatch.setenv("FAKE_LAUNCHED", "0")
+    v = measure(ncu, tmp_path)
+    assert v.passed is None and "before your kernel ran" in v.message and str(tmp_path) not in v.message
+
+
+def test_the_profiled_launch_and_size_come_from_the_seed(ncu, tmp_path):
+    """Is the profiled launch the last of 1 to 4 (--launch-skip from the seed), at a hidden size when one fits?"""
+    ex = get_exercise("05_bank_conflicts", "transpose")
+    private = tmp_path / "p"
+    private.mkdir()
+    hidden = [{"rows": 31, "cols": 65}, {"rows": 97, "cols": 33}]
+    counters.measure(ex, {"lowered_names": {}}, {}, 10, str(private), 50 << 20, ncu=ncu, hidden=hidden)
+    args = json.loads((tmp_path / "args.json").read_text())
+    assert args[args.index("--launch-skip") + 1] == str(10 % 4)
+    task = pickle.loads(next(private.glob("counters-*/task.pkl")).read_bytes())
+    assert task["launches"] == 10 % 4 + 1 and task["sizes"] == {"rows": 97, "cols": 33}
 
 
 def test_the_case_profiled_fits_the_cap():
@@ -112,6 +137,7 @@ def test_the_case_profiled_fits_the_cap():
     512 MiB), and an exercise whose speed size fits profiled at that size?"""
     ex = get_exercise("05_bank_conflicts", "transpose")
     assert counters.pick_case(ex, 50 << 20) == {"rows": 33, "cols": 2047}
+    assert counters.pick_case(ex, 50 << 20, [{"rows": 1 << 20, "cols": 1 << 10}]) == {"rows": 33, "cols": 2047}
     tiled = get_exercise("07_staged_gemm", "sgemm_tiled")       # 2048^3: three 16 MiB matrices
     assert counters.pick_case(tiled, 50 << 20) == {"m": 2048, "n": 2048, "k": 2048}
 
@@ -125,7 +151,8 @@ def test_the_child_keeps_its_output_away_and_always_writes_a_verdict(tmp_path):
     """Does the profiled child send its stdout and stderr (a kernel's printf) to its own file, and write a
     verdict even when its run fails (here: a chapter that does not exist)?"""
     task = {"chapter": "99_none", "exercise": "x", "program": {}, "launch": {}, "seed": 1, "sizes": {},
-            "verdict_file": str(tmp_path / "v.json"), "child_out": str(tmp_path / "out.txt")}
+            "verdict_file": str(tmp_path / "v.json"), "child_out": str(tmp_path / "out.txt"),
+            "marker": str(tmp_path / "launching")}
     (tmp_path / "t.pkl").write_bytes(pickle.dumps(task))
     p = subprocess.run([sys.executable, "-c", "import sys; from autograder import counters; print('before'); "
                         "sys.stdout.flush(); counters.main([sys.argv[1]]); print('after')", str(tmp_path / "t.pkl")],

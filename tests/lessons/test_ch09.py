@@ -332,3 +332,22 @@ def test_launch_bounds_text_describes_the_register_cap():
     assert "worst case of 1,024" not in text
     for phrase in ("caps the registers per thread", "up to 255 registers per thread", "fails"):
         assert phrase in text, phrase
+
+
+def test_flags_text_matches_the_recorded_run():
+    """Does section 9's reading of the flags hold in the recorded run: --fmad=false slower and no more accurate,
+    --ftz=true unchanged, --prec-div=false faster, --use_fast_math the fastest and the least accurate, and the
+    same maximum for every IEEE build (the conditioning near x = pi)?"""
+    from course.profile import load_recording
+    rec = load_recording("09-fp-flags")
+    if rec is None:
+        pytest.skip("no recording of section 9 yet")
+    r = {row["flags"]: row for row in rec["rows"]}
+    base, fast = r["default (IEEE)"], r["--use_fast_math"]
+    assert r["--fmad=false"]["speed-up"] < 1 and r["--fmad=false"]["median error"] >= base["median error"]
+    assert abs(r["--ftz=true"]["speed-up"] - 1) < 0.02 and r["--ftz=true"]["median error"] == base["median error"]
+    assert r["--prec-div=false"]["speed-up"] > 1.05
+    assert fast["speed-up"] == max(x["speed-up"] for x in r.values())
+    assert fast["99th pct"] == max(x["99th pct"] for x in r.values()) and fast["max error"] > base["max error"]
+    ieee = [x["max error"] for f, x in r.items() if f != "--use_fast_math"]
+    assert max(ieee) == pytest.approx(min(ieee), rel=1e-6)

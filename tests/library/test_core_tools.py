@@ -2,7 +2,6 @@
 harness, the recorded results, the Nsight Compute glue."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
@@ -44,11 +43,13 @@ def test_run_ncu_permission_and_parsing(monkeypatch):
     monkeypatch.setattr(ncu, "ncu_path", lambda: "/usr/bin/true")
 
     def fake(out):
-        return lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=out, stderr="")
-    monkeypatch.setattr(subprocess, "run", fake("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"))
+        return lambda cmd, **k: (0, out)
+    monkeypatch.setattr(ncu, "run_profiled", fake("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"))
     res = ncu.run_ncu("print(1)", ["m"], kernel="k")
     assert not res and "ERR_NVGPUCTRPERM" in res.reason
-    monkeypatch.setattr(subprocess, "run", fake(NCU_CSV))
+    monkeypatch.setattr(ncu, "run_profiled", lambda cmd, **k: (None, ""))
+    assert "did not finish" in ncu.run_ncu("print(1)", ["m"], kernel="k", timeout=5).reason
+    monkeypatch.setattr(ncu, "run_profiled", fake(NCU_CSV))
     res = ncu.run_ncu("print(1)", ["m"], kernel="regex:^probe_")
     assert res and res.by_kernel["probe_0"]["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] == 4096.0
     assert res.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] == 2048.0

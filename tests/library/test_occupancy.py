@@ -158,3 +158,17 @@ def test_prediction_equals_the_occupancy_api(name, smem):
     assert not wrong, wrong
     m = occ.measured(k, 256, smem)
     assert m["blocks_per_sm"] == occ.predict(256, m["registers"], m["smem_per_block"], cc)["blocks_per_sm"]
+
+
+def test_unknown_gpus_get_sm90s_rules_and_launch_limits_follow_the_gpu(monkeypatch):
+    """Does a compute capability without a table fall back to sm_90's (sm_100, sm_120), and does `fits` refuse
+    a reservation above this GPU's per-block limit (100 KiB on an sm_86's 99 KiB) while allowing anything
+    without a GPU (recordings only)?"""
+    import types
+    from course import _env, occupancy
+    assert occupancy.table_cc((8, 6)) == (8, 6) and occupancy.table_cc((12, 0)) == (9, 0)
+    monkeypatch.setattr(_env, "gpu_available", lambda: True)
+    monkeypatch.setattr(_env, "device_info", lambda: types.SimpleNamespace(smem_per_block_optin=99 * 1024))
+    assert occupancy.fits(64 << 10) and not occupancy.fits(100 << 10)
+    monkeypatch.setattr(_env, "gpu_available", lambda: False)
+    assert occupancy.fits(200 << 10)

@@ -187,13 +187,17 @@ def profiles(tmp_path, monkeypatch):
 
 
 def test_record_then_replay_without_gpu(profiles, monkeypatch):
-    """Is a live profile recorded under the GPU's slug, and returned (same metrics) when live fails later?"""
+    """On a recording run, is a live profile recorded under the GPU's slug, and returned (same metrics) when
+    live fails later? On a student's run, is nothing written?"""
     live = Profile(metrics=parsed(), source="ncu", device=H100, kernel="copy", date="2026-11-25")
     monkeypatch.setattr(prof, "_reason_no_live", lambda k: "")
     monkeypatch.setattr(prof, "_live", lambda *a, **k: live)
+    monkeypatch.delenv("COURSE_RECORD_SWEEPS", raising=False)
     got = course.profile(FAKE_KERNEL, 65536, 256, record="copy")
-    assert got.source == "ncu" and got.name == "copy"
     path = profiles / "copy-nvidia-h100-80gb-hbm3.json"
+    assert got.source == "ncu" and got.name == "copy" and not path.exists()
+    monkeypatch.setenv("COURSE_RECORD_SWEEPS", "1")
+    course.profile(FAKE_KERNEL, 65536, 256, record="copy")
     assert json.loads(path.read_text())["metrics"] == live.metrics
 
     monkeypatch.setattr(prof, "_reason_no_live", lambda k: "There is no usable GPU here (no driver).")
@@ -337,6 +341,7 @@ def fake_ncu(tmp_path, monkeypatch, profiles):
     monkeypatch.setenv("NCU", str(ncu_exe))
     monkeypatch.setenv("PYTHONPATH", str(fake))
     monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("COURSE_RECORD_SWEEPS", "1")   # a recording run, into tmp_path
     monkeypatch.setenv("FAKE_OUT", str(tmp_path / "launch.out"))
     monkeypatch.setenv("FAKE_ROWS", json.dumps({m: (u, v) for m, u, v in CSV_ROWS}))
     monkeypatch.setenv("FAKE_HEAD", _HEAD)
@@ -408,6 +413,7 @@ def test_profile_of_a_copy_kernel(tmp_path, monkeypatch):
     if ncu.ncu_path() is None:
         pytest.skip("Nsight Compute (ncu) is not installed on this GPU machine")
     monkeypatch.setattr(prof, "profiles_dir", lambda: tmp_path)
+    monkeypatch.setenv("COURSE_RECORD_SWEEPS", "1")   # a recording run, into tmp_path
     k = course.compile(COPY).kernel("copy_f32")
     n = 1 << 26                         # 256 MiB a side: four times the largest L2 (the H200's 60 MiB)
     x = cupy.random.random(n, dtype=cupy.float32)
