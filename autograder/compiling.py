@@ -65,7 +65,7 @@ def compile_task(task: dict) -> dict:
 
     from .loader import get_exercise
     from .source_check import scrub_log
-    from .techniques import CHECKS, evaluate as evaluate_techniques
+    from .techniques import evaluate as evaluate_techniques
     ex = get_exercise(task["chapter"], task["exercise"])
     arch = task["arch"]
     try:
@@ -85,9 +85,7 @@ def compile_task(task: dict) -> dict:
     if res is not None and (res.spill_stores or res.spill_loads):
         notes.append(f"{ex.kernel} spills registers to local memory ({res.summary(explain=False)}); that costs speed.")
     verdicts = evaluate_techniques(ex, student)
-    # counter checks are decided after the sizes pass (autograder/counters.py); the runner words their notes
-    notes += [scrub_log(v.message, cap=1200) for v in verdicts
-              if v.passed is None and (v.name not in CHECKS or CHECKS[v.name].where == "sass")]
+    notes += [scrub_log(v.message, cap=1200) for v in verdicts if v.passed is None]
     failed = [v for v in verdicts if v.passed is False and v.required]
     if failed:
         return {"status": "failed", "notes": notes, "message": "\n".join(v.message for v in failed)}

@@ -33,10 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from .source_check import scrub_log
 from .techniques import CHECKS, Verdict, counter_verdict
 
-__all__ = ["COUNTER_TIMEOUT_S", "COUNTER_MAX_BYTES", "counter_checks", "pick_case", "ncu_command", "measure",
-           "main"]
+__all__ = ["COUNTER_TIMEOUT_S", "COUNTER_MAX_BYTES", "counter_checks", "pending", "pick_case", "ncu_command",
+           "measure", "main"]
 
 COUNTER_TIMEOUT_S = 180.0      # ncu's start, its replay passes and the child's checks, at a small size
 COUNTER_MAX_BYTES = 64 << 20   # the largest size case profiled: counts per instruction do not need more
@@ -48,15 +49,11 @@ def counter_checks(ex) -> list:
     return [n for n in ex.techniques if CHECKS[n].where == "counters"]
 
 
-def _case_bytes(ex, sizes: dict) -> int:
-    from .spec import shape_of
-    total = 0
-    for p in ex.arrays:
-        n = 1
-        for d in shape_of(p.shape, sizes):
-            n *= int(d)
-        total += n * p.np_dtype.itemsize
-    return total
+def pending(ex) -> list:
+    """Notes for a grading without a GPU: which counter checks a GPU would decide, and how."""
+    return [f"{n}: it is measured on a GPU, after the correctness tests, by profiling your kernel once with "
+            "Nsight Compute (where the grading machine has ncu and lets it read the counters)"
+            for n in counter_checks(ex)]
 
 
 def pick_case(ex, l2_bytes: int, hidden=()):
@@ -64,7 +61,7 @@ def pick_case(ex, l2_bytes: int, hidden=()):
     COUNTER_MAX_BYTES, else the spec's ``speed_size`` if it fits, else the public case that moves the most bytes
     within the cap (None when none fits)."""
     def largest(cases):
-        fitting = [(_case_bytes(ex, s), i, s) for i, s in enumerate(ex.resolve_sizes(c, l2_bytes) for c in cases)]
+        fitting = [(ex.array_bytes(s), i, s) for i, s in enumerate(ex.resolve_sizes(c, l2_bytes) for c in cases)]
         fitting = [f for f in fitting if f[0] <= COUNTER_MAX_BYTES]
         return max(fitting)[2] if fitting else None
     speed = getattr(ex, "speed_size", None)
@@ -142,20 +139,15 @@ def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int
     if child is None:
         why = f"did not start within {COUNTER_TIMEOUT_S:.0f} s" if code is None else f"ended with exit {code}"
         return _not_checked(names, f"the profiler {why} before your kernel ran (a grader problem): "
-                                   f"{_scrub(words, private)[-_TAIL:]}")
+                                   f"{scrub_log(words)[-_TAIL:]}")
     if child.get("status") != "ok":
         return [Verdict(n, False, f"Expected: the same output under the profiler as in the correctness tests. "
                                   f"Found: at {label}, {child.get('message', '')}") for n in names]
     got = {r["metric"]: r["value"] for r in parse_ncu_csv(log) if r["metric"] in metrics and r["value"] is not None}
     if not got:
         return _not_checked(names, f"ncu counted nothing for {symbol} ({time.monotonic() - t0:.0f} s): "
-                                   f"{_scrub(words, private)[-_TAIL:]}")
+                                   f"{scrub_log(words)[-_TAIL:]}")
     return [counter_verdict(n, got) for n in names]
-
-
-def _scrub(text: str, private: str) -> str:
-    """ncu's words without the grader's folders."""
-    return " ".join(text.replace(private, "<private>").split())
 
 
 # -- the profiled child --------------------------------------------------------------------------

@@ -240,8 +240,7 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
         techniques = [t["message"] for t in comp.get("techniques") or () if t.get("passed") is False]
         if session.no_gpu:
             return _no_gpu_report(ex, session.no_gpu, comp["arch"], notes=notes + [
-                f"On a GPU the speed points would be withheld: {m}" for m in techniques] + [
-                t["message"] for t in comp.get("techniques") or () if t["name"] in counters.counter_checks(ex)],
+                f"On a GPU the speed points would be withheld: {m}" for m in techniques] + counters.pending(ex),
                 **extra)
         steps = ["load"] + [f"size:{i}" for i in range(len(cases))]
         if speed and ex.points.speed > 0:

@@ -122,6 +122,12 @@ _SPIN = r"""extern "C" __global__ void course_spacer(unsigned long long ns) {
 }"""
 
 
+def flush_bytes(l2_bytes: int) -> int:
+    """The L2 flush's size: 2 x L2 evicts it whatever the replacement policy; the 256 MiB floor covers GPUs
+    whose driver reports a small L2 partition."""
+    return max(2 * int(l2_bytes), 256 << 20)
+
+
 class _CudaBackend:
     """Events on a stream the timer owns; before each sample, a large memset flushes L2 (or, with the flush
     off, a spacer kernel keeps the GPU busy while the sample is queued)."""
@@ -143,10 +149,7 @@ class _CudaBackend:
         self._ctx.__enter__()
         _reset_persisting_l2()
         if self.flush_l2 and _CudaBackend._flush_buf is None:
-            # 2 x L2 evicts it whatever the replacement policy; 256 MiB floor covers GPUs whose
-            # driver reports a small L2 partition
-            nbytes = max(2 * self.info.l2_bytes, 256 << 20)
-            _CudaBackend._flush_buf = self.cupy.empty(nbytes, dtype=self.cupy.uint8)
+            _CudaBackend._flush_buf = self.cupy.empty(flush_bytes(self.info.l2_bytes), dtype=self.cupy.uint8)
         return self
 
     def __exit__(self, *exc):

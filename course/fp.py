@@ -28,6 +28,11 @@ def _count(ops, key: str) -> int:
     return sum(n for op, n in ops.items() if op == key or op.startswith(key + "."))
 
 
+def _mufu(ops) -> str:
+    """The special-function unit's instructions by function ("EX2 4, SIN 4"): which approximations a build uses."""
+    return ", ".join(f"{op.split('.', 1)[1]} {n}" for op, n in sorted(ops.items()) if op.startswith("MUFU.")) or "0"
+
+
 def opcode_table(source: str, kernel: str, flag_sets=None, arch: str = "sm_90", opcodes=MATH_OPCODES) -> list:
     """One row per flag set: the number of each of ``opcodes`` in ``kernel``'s machine code (static count:
     instructions in the code, not executed ones), the MUFU ones by function, and the registers. No GPU needed.
@@ -41,9 +46,7 @@ def opcode_table(source: str, kernel: str, flag_sets=None, arch: str = "sm_90", 
         ops = sass_opcodes(sass_of(prog.cubin), modifiers=True).get(kernel)
         if ops is None:
             raise KeyError(f"no kernel {kernel!r} in the compiled source; it has {', '.join(prog.kernel_names)}")
-        row = {"flags": name, **{op: _count(ops, op) for op in opcodes}}
-        row["MUFU"] = ", ".join(f"{op.split('.', 1)[1]} {n}" for op, n in sorted(ops.items())
-                                if op.startswith("MUFU.")) or "0"
+        row = {"flags": name, **{op: _mufu(ops) if op == "MUFU" else _count(ops, op) for op in opcodes}}
         row["registers"] = prog.resources[kernel].registers
         rows.append(row)
     return rows

@@ -5,7 +5,7 @@ patterns ("bf16", "fp16"), since CuPy has no bfloat16 dtype; `values64` reads th
 """
 from __future__ import annotations
 
-__all__ = ["gemm_flops", "values64", "make_inputs", "check_gemm"]
+__all__ = ["gemm_flops", "values64", "make_inputs", "check_gemm", "tile_multiple"]
 
 
 def gemm_flops(m: int, n: int, k: int) -> int:
@@ -65,3 +65,16 @@ def check_gemm(c, a, b, precision: str = "fp32", name: str = "C"):
         got, rel = c.astype(cupy.float64), 1e-4
     scale = max(float(cupy.abs(ref).max()), 1e-30)
     return course.check(got, ref, rtol=0, atol=rel * scale, name=name)
+
+
+def tile_multiple(a, b, c, bm: int, bn: int, bk: int) -> bool:
+    """May C = A @ B into ``c`` take a kernel without bounds tests: M, N and K multiples of the block tile
+    (``bm`` x ``bn``) and of its K slice ``bk``, and all three matrices starting on 16-byte boundaries (float4
+    loads and stores)? Arrays are CuPy's, or NumPy's for tests without a GPU."""
+    (m, k), n = a.shape, b.shape[1]
+    return m % bm == 0 and n % bn == 0 and k % bk == 0 and all(_address(x) % 16 == 0 for x in (a, b, c))
+
+
+def _address(x) -> int:
+    ptr = getattr(x.data, "ptr", None)   # a CuPy array's device address; a NumPy array's data is a buffer
+    return x.__array_interface__["data"][0] if ptr is None else ptr

@@ -178,12 +178,12 @@ def fits(smem_per_block: int) -> bool:
 
 def _default_cc():
     from ._env import device_info, gpu_available
-    if gpu_available():
-        cc = tuple(device_info().cc)
-        if cc in LIMITS:
-            return cc
+    if not gpu_available():
+        return (9, 0)
+    cc = tuple(device_info().cc)
+    if table_cc(cc) != cc:
         print(f"No occupancy table for this GPU's compute capability {cc[0]}.{cc[1]}; showing sm_90's rules.")
-    return (9, 0)
+    return table_cc(cc)
 
 
 def _draw(ax, regs: int, smem: int, cc, threads: int):

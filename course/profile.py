@@ -25,7 +25,7 @@ from ._errors import LaunchError, NoGPUError
 from .ncu import ncu_path, parse_ncu_csv, run_ncu
 
 __all__ = ["SECTIONS", "STALL_REASONS", "STALL_METRIC", "Profile", "profile", "recorded_profile", "derive",
-           "metrics_for", "metrics_from_rows", "profiles_dir", "save_recording", "load_recording"]
+           "metrics_for", "metrics_from_rows", "profiles_dir", "save_recording", "load_recording", "recording_run"]
 
 # Warp stalls: Nsight Compute's Warp State section family, "average warps stalled for this reason per issued
 # instruction". Shares of their sum say where a warp's cycles go (the lesson reads the top ones); the
@@ -74,6 +74,12 @@ def profiles_dir() -> Path:
     """benchmarks/results/profiles: recorded profiles and traces, replayed where no GPU is present."""
     from ._ceilings import results_dir
     return results_dir() / "profiles"
+
+
+def recording_run() -> bool:
+    """Is this a run that records (COURSE_RECORD_SWEEPS=1, as tools/gpu_tier.sh sets it)? Only such runs write
+    into benchmarks/results; a student's runs read the recordings and never change them."""
+    return os.environ.get("COURSE_RECORD_SWEEPS") == "1"
 
 
 def save_recording(name: str, data: dict, device: str, *, file_stem: str | None = None) -> Path:
@@ -246,9 +252,15 @@ class Profile:
         from ._env import gpu_slug
         return ceilings() if self.source == "ncu" else recorded_ceilings(gpu_slug(self.device))
 
+    def roofline_point(self):
+        """(label, FP32 FLOP per DRAM byte, TFLOP/s) of this launch, or None where no FLOPs or no DRAM traffic
+        were counted: the intensity is what reached DRAM, not a model's."""
+        gf, bw = self.derived.get("gflops") or 0.0, self.derived.get("dram_gbps") or 0.0
+        return (self.kernel or self.name, gf / bw, gf / 1e3) if gf > 0 and bw > 0 else None
+
     def roofline(self, ax=None):
-        """This launch as one point (FLOP per DRAM byte, TFLOP/s) on the roofline of the GPU it ran on
-        (`ceilings`). Returns the axes."""
+        """This launch as one point (`roofline_point`) on the roofline of the GPU it ran on (`ceilings`).
+        Returns the axes."""
         from . import plots
         try:
             ceil = self.ceilings()
@@ -256,17 +268,11 @@ class Profile:
             print("No measured ceilings are available (none measured here, none recorded), so there is no "
                   "roofline to draw the point on.")
             return None
-        m = self.metrics
-        flop = 2 * m.get(_FLOP.format("ffma"), 0) + m.get(_FLOP.format("fadd"), 0) + m.get(_FLOP.format("fmul"), 0)
-        dram = m.get("dram__bytes_read.sum", 0) + m.get("dram__bytes_write.sum", 0)
-        ns = m.get("gpu__time_duration.sum")
-        points = []
-        if flop and dram and ns:
-            points.append((self.kernel or self.name, flop / dram, flop / ns / 1e3))  # FLOP/ns = GFLOP/s
-        else:
+        point = self.roofline_point()
+        if point is None:
             print(f"{self.kernel or self.name or 'This profile'}: no FP32 FLOPs or no DRAM traffic were counted "
                   "(profile the 'memory' and 'compute' sections), so it has no point on the roofline.")
-        return plots.roofline(points, ceil, ax=ax)
+        return plots.roofline([point] if point else [], ceil, ax=ax)
 
 
 def _reason_no_live(kernel) -> str:
@@ -441,7 +447,7 @@ def profile(kernel, grid=1, block=1, *args, shared_mem: int = 0,
         return _fallback(record, live.reason)
     if record:
         live.name = record
-        if os.environ.get("COURSE_RECORD_SWEEPS") == "1":   # a recording run; a student's runs write nothing
+        if recording_run():
             try:
                 save_recording(record, dict(live.to_dict(), source="recorded"), live.device)
             except OSError as exc:

@@ -92,8 +92,8 @@ def trace(fn, *, record: str | None = None) -> list:
 
     Each record is ``{"kind": "kernel" | "memcpy", "name", "stream", "start_ns", "end_ns", "bytes"}``: a kernel's
     (mangled) name or a copy's direction ("H2D", "D2H", "D2D"), CUPTI's stream id, GPU timestamps in ns and the
-    bytes a copy moved. With ``record="name"`` the trace is saved as
-    benchmarks/results/profiles/trace-<name>-<gpu>.json for `recorded_trace`.
+    bytes a copy moved. With ``record="name"`` on a recording run (`recording_run`, course/profile.py) the trace is
+    saved as benchmarks/results/profiles/trace-<name>-<gpu>.json for `recorded_trace`.
 
     Raises
     ------
@@ -132,7 +132,8 @@ def trace(fn, *, record: str | None = None) -> list:
                 for k in kinds:
                     cupti.activity_disable(k)
     records.sort(key=lambda r: (r["start_ns"], r["end_ns"]))
-    if record:
+    from .profile import recording_run
+    if record and recording_run():
         _save(record, records, info.name)
     return records
 

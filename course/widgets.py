@@ -258,7 +258,8 @@ def sweep(run, params: dict, *, metric: str, x: str | None = None, name: str | N
     """
     s = Sweep(run, params, metric=metric, x=x, name=name, recorded=recorded, title=title, logx=logx)
     if record is None:
-        record = os.environ.get("COURSE_RECORD_SWEEPS") == "1"
+        from .profile import recording_run
+        record = recording_run()
     if record and s.live and s.recorded is not None:
         s.measure_all(repeats=RECORD_REPEATS)
         s.save()

@@ -84,8 +84,7 @@ class Stage:
         def run(a, b, c):
             (m, k), n = a.shape, b.shape[1]
             grid, block, smem = self.launch(m, n, k)
-            fits = full is not None and m % self.block_tile[0] == 0 and n % self.block_tile[1] == 0 and k % bk == 0
-            use = full if fits and all(x.data.ptr % 16 == 0 for x in (a, b, c)) else kern
+            use = full if full is not None and course.gemm.tile_multiple(a, b, c, *self.block_tile, bk) else kern
             use(grid, block, a, b, c, m, n, k, shared_mem=smem)
         return run
 

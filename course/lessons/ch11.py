@@ -139,13 +139,8 @@ def profile_table(profiles: dict, columns) -> list:
 def roofline_points(profiles: dict) -> list:
     """(label, FLOP per DRAM byte, TFLOP/s) of every profile that did floating-point work, for
     `course.plots.roofline`: the intensity is what the counters saw reach DRAM, not a model's."""
-    pts = []
-    for key, p in profiles.items():
-        d = p.derived if p else {}
-        gf, bw = d.get("gflops") or 0.0, d.get("dram_gbps") or 0.0
-        if gf > 0 and bw > 0:
-            pts.append((target(key).kernel, gf / bw, gf / 1e3))
-    return pts
+    points = ((target(key).kernel, p.roofline_point()) for key, p in profiles.items() if p)
+    return [(label, *pt[1:]) for label, pt in points if pt]
 
 
 def within_tolerance(ratio, tol: float = BANDWIDTH_TOLERANCE) -> bool:

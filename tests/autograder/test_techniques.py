@@ -232,9 +232,8 @@ def test_compile_child_carries_verdicts_and_notes():
     if by_name["no_local_memory"]["passed"] is None:
         pytest.skip(by_name["no_local_memory"]["message"])
     assert by_name["no_local_memory"]["passed"] is False and "STL" in by_name["no_local_memory"]["message"]
-    assert by_name["no_bank_conflicts"]["passed"] is None   # decided after the sizes pass (counters.py)
-    assert "measured on a GPU" in by_name["no_bank_conflicts"]["message"]
-    assert not any("no_bank_conflicts" in n for n in out["notes"])   # the runner words its note
+    # a counter check is decided after the sizes pass (counters.py), never in the compile child
+    assert "no_bank_conflicts" not in by_name and not any("no_bank_conflicts" in n for n in out["notes"])
 
 
 def test_compile_child_fails_a_missing_required_technique():

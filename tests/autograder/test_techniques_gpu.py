@@ -41,10 +41,11 @@ def _counters_readable(e) -> bool:
     return not any("no_bank_conflicts was not checked" in n for n in e.notes)
 
 
-@pytest.mark.parametrize("name", ["conflicted.cu", "forged_counters.cu"])
+@pytest.mark.parametrize("name", ["conflicted.cu", "forged_counters.cu", "size_keyed.cu"])
 def test_bank_conflicts_withhold_the_speed_points_where_ncu_reads_them(name):
     """Where the grading machine's ncu may read the counters, does a 32-way conflicted tile lose its speed
-    points to the counter check, also when the kernel prints rows that pose as ncu's CSV with no conflicts?"""
+    points to the counter check, also when the kernel prints rows that pose as ncu's CSV with no conflicts, and
+    when it pads its tile only at the public size a profile could be expected at?"""
     e = grade(CORPUS / "05_bank_conflicts" / "transpose" / name)
     ex = get_exercise("05_bank_conflicts", "transpose")
     assert (e.status, e.points) == (Status.SLOW, ex.points.correctness), e.feedback()

@@ -132,11 +132,17 @@ def test_trace_converts_and_orders_records(fake):
     assert got[1]["kind"] == "kernel" and got[1]["bytes"] == 0
 
 
-def test_trace_records_and_replays(fake, tmp_path):
-    """Is record= saved as trace-<name>-<gpu>.json, and recorded_trace() the same records with the GPU named?"""
+def test_trace_records_and_replays(fake, tmp_path, monkeypatch):
+    """On a recording run, is record= saved as trace-<name>-<gpu>.json, and recorded_trace() the same records
+    with the GPU named? On a student's run, is nothing written?"""
     fake()
+    path = tmp_path / "trace-03-pipeline-nvidia-h100-80gb-hbm3.json"
+    monkeypatch.delenv("COURSE_RECORD_SWEEPS", raising=False)
+    tt.trace(lambda: None, record="03-pipeline")
+    assert not path.exists()
+    monkeypatch.setenv("COURSE_RECORD_SWEEPS", "1")
     got = tt.trace(lambda: None, record="03-pipeline")
-    data = json.loads((tmp_path / "trace-03-pipeline-nvidia-h100-80gb-hbm3.json").read_text())
+    data = json.loads(path.read_text())
     assert data["records"] == got
     back = tt.recorded_trace("03-pipeline")
     assert back["device"] == "NVIDIA H100 80GB HBM3" and back["records"] == got
