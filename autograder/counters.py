@@ -10,10 +10,14 @@ kernel must compute the same whether or not it is profiled). No student Python r
 What the student's kernel cannot reach or predict: ncu writes its CSV to a file of a fresh folder
 (``--log-file``), and the child sends its own stdout and stderr (where a kernel's ``printf`` lands) to another
 file before CUDA starts, so no printed line can pose as a metric row; the child writes its verdict to a third
-file, which no kernel has a pointer to. The size profiled is one of the grading's hidden cases where one fits
-(drawn from a seed the student never sees), and the profiled launch comes after 0 to 3 unprofiled ones
-(``--launch-skip``, from the same seed), so a kernel cannot tell the profiled launch from the others. The
-child marks the moment it launches: a child that launched and then gave no verdict (it crashed, or had not
+file, which no kernel has a pointer to. Unlike the other grading children, this one is not confined with
+Landlock: ncu's measurement library, which runs inside the profiled process, fails to start under it
+("Failed to initialize the profiler: LibraryNotLoaded", tried on an H200 with /dev/shm and /tmp writable).
+What runs there is the grader's Python and the student's kernel, which can make no system call.
+
+The size profiled is one of the grading's hidden cases where one fits (drawn from a seed the student never
+sees), and the profiled launch comes after 0 to 3 unprofiled ones (``--launch-skip``, from the same seed), so
+a kernel cannot tell the profiled launch from the others. The child marks the moment it launches: a child that launched and then gave no verdict (it crashed, or had not
 finished in time) fails the check, while a failure before that (ncu's start, its lock) is the grader's, a
 note. The child holds the GPU alone (the session's GPU lock, exclusive) only around its launches, and the
 clocks stay as they are (``--clock-control none``), so it disturbs no one's timing.
@@ -140,6 +144,8 @@ def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int
         why = f"did not start within {COUNTER_TIMEOUT_S:.0f} s" if code is None else f"ended with exit {code}"
         return _not_checked(names, f"the profiler {why} before your kernel ran (a grader problem): "
                                    f"{scrub_log(words)[-_TAIL:]}")
+    if child.get("status") == "grader":
+        return _not_checked(names, f"{child.get('message', '')} (a grader problem)")
     if child.get("status") != "ok":
         return [Verdict(n, False, f"Expected: the same output under the profiler as in the correctness tests. "
                                   f"Found: at {label}, {child.get('message', '')}") for n in names]
@@ -152,16 +158,14 @@ def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int
 
 # -- the profiled child --------------------------------------------------------------------------
 
-def _child(task: dict) -> dict:
+def _child(task: dict, ex, lock) -> dict:
     import numpy as np
 
     from .buffers import fill_output, make_inputs, numpy_reference, output_problem
     from .compiling import program_from_dict
     from .device import backend, kernel_args, launch, set_constants
-    from .loader import get_exercise
     from .spec import In, InOut, Out, shape_of
     import course
-    ex = get_exercise(task["chapter"], task["exercise"])
     sizes = task["sizes"]
     kernel = course.Module(program_from_dict(task["program"])).kernel(ex.kernel)
     rng = np.random.default_rng([task["seed"], 1 << 30])   # a stream no size case of the grading draws from
@@ -177,8 +181,6 @@ def _child(task: dict) -> dict:
     if ex.constants:
         set_constants(ex, kernel, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
     geo = ex.launch(dict(sizes), dict(task["launch"]))
-    from .gpulock import GpuLock
-    lock = GpuLock(task.get("lock_dir"))
     with lock.exclusive():   # ncu replays the profiled launch inside the call: the GPU is ours meanwhile
         Path(task["marker"]).touch()
         for _ in range(int(task.get("launches", 1))):   # the profiled one is the last (ncu --launch-skip)
@@ -206,8 +208,16 @@ def main(argv=None) -> int:
     out = os.open(task["child_out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)              # a kernel's printf goes here, never next to ncu's rows
     os.dup2(out, 2)
+    from .gpulock import GpuLock
+    lock = GpuLock(task.get("lock_dir"))
     try:
-        verdict = _child(task)
+        from .loader import get_exercise
+        ex = get_exercise(task["chapter"], task["exercise"])
+    except Exception as exc:
+        ex, failed = None, f"{type(exc).__name__}: {str(exc)[:400]}"
+    try:
+        verdict = ({"status": "grader", "message": f"the grader could not load the exercise: {failed}"}
+                   if ex is None else _child(task, ex, lock))
     except Exception as exc:   # a crash under the profiler is reported, not hidden
         verdict = {"status": "wrong", "message": f"the run failed: {type(exc).__name__}: {str(exc)[:400]}"}
     Path(task["verdict_file"]).write_text(json.dumps(verdict))

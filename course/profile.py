@@ -49,6 +49,8 @@ SECTIONS = {
                   "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps",
                   "launch__occupancy_limit_blocks", "launch__registers_per_thread"),
     "stalls": tuple(STALL_METRIC.format(r) for r in STALL_REASONS),
+    "cache": ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+              "lts__t_sector_hit_rate.pct", "l1tex__t_sector_hit_rate.pct"),
 }
 _LIMIT_NAMES = {"launch__occupancy_limit_warps": "warps", "launch__occupancy_limit_blocks": "blocks",
                 "launch__occupancy_limit_registers": "registers",
@@ -169,6 +171,8 @@ def derive(m: dict) -> dict:
         "occupancy_limiter": limiter_of(limits) or None,
         "gflops": _ratio(flop, ns),
         "sm_pct": g("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+        "l2_hit_pct": g("lts__t_sector_hit_rate.pct"),
+        "l1_hit_pct": g("l1tex__t_sector_hit_rate.pct"),
         "stalls": {r: v / total for r, v in sorted(stalls.items(), key=lambda kv: -kv[1])} if total else {},
     }
 
@@ -180,7 +184,8 @@ _ROWS = (("kernel time (us)", "duration_us", "{:.2f}"), ("DRAM bandwidth (GB/s)"
          ("shared-memory bank conflicts (count)", "bank_conflicts", "{:.0f}"),
          ("achieved occupancy (% of max warps)", "achieved_occupancy_pct", "{:.1f}"),
          ("occupancy limiter", "occupancy_limiter", "{}"), ("FP32 rate (GFLOP/s)", "gflops", "{:.1f}"),
-         ("SM throughput (% of peak)", "sm_pct", "{:.1f}"))
+         ("SM throughput (% of peak)", "sm_pct", "{:.1f}"), ("L2 hit rate (% of sectors)", "l2_hit_pct", "{:.1f}"),
+         ("L1 hit rate (% of sectors)", "l1_hit_pct", "{:.1f}"))
 
 
 @dataclasses.dataclass

@@ -28,15 +28,15 @@ def _suite_records(folder):
             yield path, data
 
 
-def recorded_rows(chapter: str) -> tuple:
+def recorded_rows(chapter: str, contains: str = "") -> tuple:
     """(rows of ``chapter`` from the benchmark results, GPU name, ceilings dict) for CPU-only display.
 
-    Reads the first benchmarks/results/*.json that has rows of this chapter; ``([], None, {})`` if
-    none does.
+    Reads the first benchmarks/results/*.json that has rows of this chapter whose name has ``contains``;
+    ``([], None, {})`` if none does.
     """
     from ._ceilings import results_dir
     for f, data in _suite_records(results_dir()):
-        rows = [r for r in data["rows"] if r.get("chapter") == chapter]
+        rows = [r for r in data["rows"] if r.get("chapter") == chapter and contains in r["name"]]
         if rows:
             return rows, data.get("device", {}).get("name", f.stem), data.get("ceilings", {})
     return [], None, {}
@@ -47,8 +47,8 @@ def plot_recorded(chapter: str, contains: str = "", ax=None):
 
     Returns the axes, or None (with a sentence) when nothing is recorded yet.
     """
-    rows, gpu, ceil = recorded_rows(chapter)
-    rows = [r for r in rows if r["unit"] == "GB/s" and contains in r["name"]]
+    rows, gpu, ceil = recorded_rows(chapter, contains)
+    rows = [r for r in rows if r["unit"] == "GB/s"]
     if not rows or not ceil.get("copy_gbps"):
         print(f"No recorded GB/s results of {chapter} yet; `python -m benchmarks --only {chapter}` on a GPU "
               "records them.")
@@ -60,11 +60,10 @@ def plot_recorded(chapter: str, contains: str = "", ax=None):
 
 def show_recorded(chapter: str, contains: str = "") -> None:
     """Print the benchmark suite's recorded rows of ``chapter`` (those whose name has ``contains``)."""
-    rows, gpu, _c = recorded_rows(chapter)
-    rows = [r for r in rows if contains in r["name"]]
+    rows, gpu, _c = recorded_rows(chapter, contains)
     if not rows:
-        print(f"No recorded results of {chapter} yet; `python -m benchmarks --only {chapter}` on a GPU "
-              "records them.")
+        what = f"rows of {chapter} named '{contains}'" if contains else f"results of {chapter}"
+        print(f"No recorded {what} yet; `python -m benchmarks --only {chapter}` on a GPU records them.")
         return
     print(f"Recorded on {gpu} by the benchmark suite (benchmarks/results):")
     table = []

@@ -121,8 +121,8 @@ def chapter_markdown(stem: str) -> list:
             for c in read_json_notebook(REPO / "chapters" / f"{stem}.ipynb")["cells"] if c["cell_type"] == "markdown"]
 
 
-def check_quotes(stem: str, quotes: list) -> None:
-    """``quotes``: (phrase of the chapter, the recorded figures its numbers quote, in order)."""
+def check_quotes(stem: str, quotes: list, source: str = "benchmarks/results/nvidia-h100-80gb-hbm3.json") -> None:
+    """``quotes``: (phrase of the chapter, the recorded figures its numbers quote, in order), from ``source``."""
     text = " ".join(chapter_markdown(stem))
     problems = []
     for phrase, values in quotes:
@@ -132,7 +132,7 @@ def check_quotes(stem: str, quotes: list) -> None:
         nums = re.findall(QUOTE_NUMBER, phrase)
         if len(nums) != len(values) or not all(quote_close(q, v) for q, v in zip(nums, values)):
             problems.append(f"{phrase!r} quotes {nums}; the recordings hold {[round(v, 3) for v in values]}")
-    fail_on(problems, f"chapters/{stem}.ipynb against benchmarks/results/nvidia-h100-80gb-hbm3.json:")
+    fail_on(problems, f"chapters/{stem}.ipynb against {source}:")
 
 
 def nvrtc_or_skip():

@@ -68,13 +68,20 @@ def choose_cuda_extra(version: tuple[int, int] | None) -> tuple[str, str | None]
     )
 
 
+# Tried where a GPU can use them; a failure is noted, never fatal: cuBLASLt (nvmath-python, chapter 10) and
+# cuda-python's runtime bindings (chapter 04's persisting L2 window).
+OPTIONAL = ["cublaslt", "cuda-python"]
+OPTIONAL_NOTES = {"cublaslt": "nvmath-python did not install here, so cuBLASLt examples use their fallback",
+                  "cuda-python": "cuda-python did not install here, so chapter 04 replays its persisting-L2 row"}
+
+
 def extras_for(command: str, cuda_extra: str, gpu: bool) -> list[str]:
     """Extras to install for `command`; cuBLASLt is tried only where a GPU can use it."""
     extras = [cuda_extra]
     if command == "test":
         extras.append("test")
     if gpu:
-        extras.append("cublaslt")
+        extras += OPTIONAL
     return extras
 
 
@@ -209,7 +216,7 @@ def ensure_installed(python: str, extras: list[str]) -> None:
             subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", other_cupy[extra]],
                            capture_output=True)
             kept = [e for e in kept if not e.startswith("cuda")]
-    required = [e for e in extras if e != "cublaslt"]
+    required = [e for e in extras if e not in OPTIONAL]
     source = f" from {wheelhouse}" if wheelhouse else ""
     print(f"bootstrap: installing course[{','.join(required)}] into .venv{source} "
           "(a few minutes the first time) ...", end="", flush=True)
@@ -223,11 +230,10 @@ def ensure_installed(python: str, extras: list[str]) -> None:
                  + "\n".join(tail))
     print(f" done in {time.monotonic() - start:.0f} s.", flush=True)
     failed = []
-    if "cublaslt" in todo:
-        if not run_pip(pip_install_command(python, ["cublaslt"], wheelhouse)):
-            failed.append("cublaslt")
-            print("bootstrap: nvmath-python did not install here, so cuBLASLt examples use "
-                  "their fallback (details in .venv/course-install.log).")
+    for extra in (e for e in OPTIONAL if e in todo):
+        if not run_pip(pip_install_command(python, [extra], wheelhouse)):
+            failed.append(extra)
+            print(f"bootstrap: {OPTIONAL_NOTES[extra]} (details in .venv/course-install.log).")
     register_kernel(python)
     done = sorted((set(kept) | set(extras)) - set(failed))
     STAMP.write_text(json.dumps({"digest": digest, "extras": done, "failed_optional": failed}))

@@ -1,4 +1,5 @@
-"""Chapter 04 rows: coalesced scale against the copy ceiling, the stride-32 collapse, the graded reference.
+"""Chapter 04 rows: coalesced scale against the copy ceiling, the stride-32 collapse, the graded reference, the
+load and store paths of section 6 (cache hints) against the plain one.
 
 GB/s count the bytes the kernel needs (every element read once and written once), so a strided kernel
 that fetches 8 times more sectors shows up as 8 times less useful bandwidth. Every kernel is checked on
@@ -136,12 +137,34 @@ def _walk_rows(ctx, cupy, course) -> list:
                     note="32 sectors per request; L1/L2 catch part of the reuse")]
 
 
+def _path_rows(ctx, cupy, course) -> list:
+    """The five load/store paths of section 6 on one stream, timed in one interleaved run."""
+    m = course.lesson_cell(STEM, "hints").compile()
+    n4 = 1 << 25
+    x = cupy.random.default_rng(47).random(4 * n4, dtype=cupy.float32)
+    y = cupy.empty_like(x)
+    sms = course.device_info().sm_count
+    launches = {}
+    for name in ("stream_plain", "stream_restrict", "stream_ldg", "stream_cg", "stream_cs"):
+        k = m.kernel(name)
+        launches[name] = lambda k=k, g=sms * k.occupancy(256): k(g, 256, x, y, 3.0, n4)
+        for size in (4, 4 * 300_007):   # one float4, then a length no grid divides
+            xv, yv = x[:size], cupy.full(size, cupy.nan, dtype=cupy.float32)
+            k(sms * k.occupancy(256), 256, xv, yv, 3.0, size // 4)
+            assert bool((yv[: size // 4 * 4] == 3.0 * xv[: size // 4 * 4]).all()), f"{name} wrong at {size}"
+    t = ctx.interleaved(launches)
+    plain = t["stream_plain"].gbps(32 * n4)
+    return [ctx.row(f"load path {name}, 2^25 float4s", t[name].gbps(32 * n4), "GB/s",
+                    anchor="stream_plain (ld.global/st.global), same run", anchor_value=plain,
+                    note=f"median {t[name].median_ms:.3f} ms") for name in launches if name != "stream_plain"]
+
+
 def rows(ctx) -> list:
     import cupy
     import course
     out = []
     # one function per section: its arrays are freed when it returns
-    for section in (_scale_rows, _stride_rows, _row_scale_rows, _walk_rows):
+    for section in (_scale_rows, _stride_rows, _row_scale_rows, _walk_rows, _path_rows):
         out += section(ctx, cupy, course)
         cupy.get_default_memory_pool().free_all_blocks()
     return out

@@ -5,13 +5,24 @@ ceilings) is the practical FP32 FMA ceiling. Every kernel is checked against a f
 of outputs at F, every output at odd sizes) before anything is timed. CuPy's correlate is reported in
 "equivalent" TFLOP/s (2 F G over its time), whatever algorithm it picks. The lesson's kernels are the
 notebook's %%cuda cells (course.lesson_cell), the graded references solutions/09_convolution/*.cu.
+
+Section 9's exercise, damped_waves: the exercise notebook's accurate starter (expf, cosf, IEEE division) against
+the graded reference (__expf, __fdividef, __cosf after a hand reduction) at the grader's speed size, in G terms/s
+(32 terms an element), both checked first against the spec's float64 reference within its tolerance.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 STEM = "09_convolution"
 F = 1 << 23
 G = 512
 ODD = (1, 1009, 2047, 100_003)
+REPO = Path(__file__).resolve().parents[2]
+EXERCISE = REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb"
+WAVES_N = 1 << 24           # damped_waves' speed size (autograder/specs/09_convolution.py)
+WAVES_TERMS = 32
+WAVES_CHECK = (1, 1009, 100_003)
 
 
 def _blocked_launch(n):
@@ -21,6 +32,51 @@ def _blocked_launch(n):
 
 def _const_launch(n):
     return -(-n // 256), 256
+
+
+def _waves_launch(n):
+    """The grader's geometry for damped_waves: one element per thread, blocks of 256."""
+    return -(-n // 256), 256
+
+
+def _waves_inputs(ex, n, seed):
+    """x, d, w, c drawn by the spec's own generators (w x exact in float32), on the host, in signature order."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return {p.name: p.gen(rng, (n,) if p.name == "x" else (WAVES_TERMS,), np.float32)
+            for p in ex.params if p.name in ("x", "d", "w", "c")}
+
+
+def _waves_rows(ctx) -> list:
+    """damped_waves: the notebook's accurate starter against the graded reference (target: under the grader's
+    0.8 with 5% to spare)."""
+    import cupy
+    import numpy as np
+    import course
+    from autograder import get_exercise
+    ex = get_exercise(STEM, "damped_waves")
+    kernels = {"reference": course.compile(course.solution_source(STEM, "damped_waves")).kernel("damped_waves"),
+               "starter": course.notebook_cells(EXERCISE)["damped_waves_starter"].kernel()}
+    for n in WAVES_CHECK:
+        v = _waves_inputs(ex, n, seed=n)
+        args = [cupy.asarray(a) for a in v.values()]
+        want = ex.reference(v)["y"].astype(np.float32)
+        for name, k in kernels.items():
+            y = cupy.full(n, np.nan, dtype=cupy.float32)
+            k(_waves_launch(n)[0], 256, *args, y, n)
+            ok = course.check(y.get(), want, rtol=ex.tolerance.rtol, atol=ex.tolerance.atol)
+            assert ok, f"damped_waves {name} wrong at n={n}: {ok.message}"
+    n = WAVES_N
+    args = [cupy.asarray(a) for a in _waves_inputs(ex, n, seed=13).values()]
+    y = cupy.empty(n, dtype=cupy.float32)
+    t = ctx.interleaved({name: (lambda k=k: k(_waves_launch(n)[0], 256, *args, y, n)) for name, k in kernels.items()})
+    rate = {name: n * WAVES_TERMS / r.median_ms / 1e6 for name, r in t.items()}     # G terms/s
+    return [ctx.row("damped_waves: accurate starter (expf, cosf, IEEE division) vs graded reference, n=2^24",
+                    rate["starter"], "Gterm/s", anchor="graded damped_waves reference (intrinsics where safe)",
+                    anchor_value=rate["reference"], target=round(0.95 * ex.speed_threshold, 3),
+                    higher_is_better=False,
+                    note=f"reference median {t['reference'].median_ms:.3f} ms; the grader's threshold is "
+                         f"{ex.speed_threshold:g}")]
 
 
 def _set_taps(kernel, w):
@@ -105,4 +161,4 @@ def rows(ctx) -> list:
     for label, v in lib.items():
         out.append(ctx.row(f"CuPy {label}, equivalent TFLOP/s (2FG / time)", v, "TFLOP/s",
                            anchor="register-blocked reference", anchor_value=tf["blocked"]))
-    return out
+    return out + _waves_rows(ctx)

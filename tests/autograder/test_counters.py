@@ -108,6 +108,12 @@ def test_a_different_output_under_the_profiler_fails(ncu, tmp_path, monkeypatch)
     assert v.passed is False and "same output under the profiler" in v.message and "5 of 67551" in v.message
 
 
+def test_a_grader_problem_in_the_child_is_a_note(ncu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CHILD", json.dumps({"status": "grader", "message": "the grader could not load it"}))
+    v = measure(ncu, tmp_path)
+    assert v.passed is None and "could not load it (a grader problem)" in v.message
+
+
 def test_a_child_that_dies_after_launching_fails_and_one_before_is_a_note(ncu, tmp_path, monkeypatch):
     """No verdict after the launch (the kernel brought its process down under the profiler) fails the check;
     no verdict before it is the grader's problem, a note with ncu's words and no private paths."""
@@ -149,7 +155,7 @@ def test_counter_checks_are_the_spec_techniques_read_from_counters():
 
 def test_the_child_keeps_its_output_away_and_always_writes_a_verdict(tmp_path):
     """Does the profiled child send its stdout and stderr (a kernel's printf) to its own file, and write a
-    verdict even when its run fails (here: a chapter that does not exist)?"""
+    verdict even when it cannot run (here: a chapter that does not exist, which is the grader's problem)?"""
     task = {"chapter": "99_none", "exercise": "x", "program": {}, "launch": {}, "seed": 1, "sizes": {},
             "verdict_file": str(tmp_path / "v.json"), "child_out": str(tmp_path / "out.txt"),
             "marker": str(tmp_path / "launching")}
@@ -161,4 +167,4 @@ def test_the_child_keeps_its_output_away_and_always_writes_a_verdict(tmp_path):
     assert p.stdout == "before\n"                      # nothing printed after the redirection reaches stdout
     assert "after" in (tmp_path / "out.txt").read_text()
     v = json.loads((tmp_path / "v.json").read_text())
-    assert v["status"] == "wrong" and "the run failed" in v["message"]
+    assert v["status"] == "grader" and "could not load the exercise" in v["message"]   # the grader's problem

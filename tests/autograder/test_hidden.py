@@ -301,14 +301,15 @@ def test_peak_is_validated(tmp_path, peak, says):
 
 
 def test_peaks_of_the_chapters():
-    """Do tensor-core exercises divide their FLOP floor by the BF16 peak, and the FP32 SGEMMs and the
-    convolution by the FP32 one?"""
+    """Do tensor-core exercises divide their FLOP floor by the BF16 peak, and the FP32 SGEMMs, the
+    convolution and the damped waves by the FP32 one?"""
     for ch, name in KERNELS:
         assert get_exercise(ch, name).peak in PEAKS
     assert get_exercise("08_tensor_cores", "mma_gemm").peak == "bf16"
     assert get_exercise("08_tensor_cores", "wmma_gemm").peak == "bf16"
     for ch, name in [("07_staged_gemm", "sgemm_tiled"), ("07_staged_gemm", "sgemm_regtile"),
-                     ("10_cublas", "sgemm_bias_relu"), ("09_convolution", "conv_blocked")]:
+                     ("10_cublas", "sgemm_bias_relu"), ("09_convolution", "conv_blocked"),
+                     ("09_convolution", "damped_waves")]:
         assert get_exercise(ch, name).peak == "fp32"
     (ex,) = load_chapter("01_first_kernel")[:1]
     assert ex.peak == "fp32"

@@ -183,7 +183,7 @@ def test_sweep_builds_without_gpu(ch09):
 def test_benchmark_rows_import_and_match_the_spec():
     """Does benchmarks/rows/09_convolution.py import without CUDA and launch like the grader?"""
     import importlib
-    import_course()
+    course = import_course()
     from autograder import get_exercise
     mod = importlib.import_module("benchmarks.rows.09_convolution")
     assert callable(mod.rows)
@@ -195,6 +195,12 @@ def test_benchmark_rows_import_and_match_the_spec():
     for n in (1, 1009, 1 << 23):
         grid, block, _ = ex.launch({"n": n, "g": 7}, dict(ex.launch_defaults))
         assert (grid, block) == mod._const_launch(n)
+    ex = get_exercise(STEM, "damped_waves")        # section 9's exercise: timed at the grader's speed size
+    assert ex.speed_size == {"n": mod.WAVES_N} and mod.WAVES_TERMS == 32
+    for n in (1, 255, 257, 1 << 24):
+        grid, block, smem = ex.launch({"n": n}, dict(ex.launch_defaults))
+        assert (grid, block) == mod._waves_launch(n) and smem == 0
+    assert course.notebook_cells(EXERCISE_NB)["damped_waves_starter"].kernels == ("damped_waves_starter",)
 
 
 def test_slow_kernel_is_an_exercise_cell():
