@@ -12,7 +12,8 @@ What the student's kernel cannot reach or predict: ncu writes its CSV to a file 
 file before CUDA starts, so no printed line can pose as a metric row; the child writes its verdict to a third
 file, which no kernel has a pointer to. Unlike the other grading children, this one is not confined with
 Landlock: ncu's measurement library, which runs inside the profiled process, fails to start under it
-("Failed to initialize the profiler: LibraryNotLoaded", tried on an H200 with /dev/shm and /tmp writable).
+("Failed to initialize the profiler: LibraryNotLoaded", tried on an H200 with /dev/shm and /tmp writable,
+and without Landlock's scoping of signals and abstract sockets).
 What runs there is the grader's Python and the student's kernel, which can make no system call.
 
 The size profiled is one of the grading's hidden cases where one fits (drawn from a seed the student never
