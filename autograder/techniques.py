@@ -266,14 +266,13 @@ def evaluate(ex, program) -> list:
         wanted.append((_opcodes_check(tuple(ex.required_sass)), True))
     if not wanted:
         return []
-    out, instrs, problem = [], None, ""
-    if wanted:
-        try:
-            instrs = kernel_instructions(program.sass(), ex.kernel)
-        except (FileNotFoundError, RuntimeError, OSError) as exc:
-            problem = f"no SASS to read ({str(exc)[:400]})"
-        else:
-            problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
+    out, instrs = [], None
+    try:
+        instrs = kernel_instructions(program.sass(), ex.kernel)
+    except (FileNotFoundError, RuntimeError, OSError) as exc:
+        problem = f"no SASS to read ({str(exc)[:400]})"
+    else:
+        problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
     res = program.resources.get(ex.kernel)
     for check, required in wanted:
         if problem:

@@ -185,11 +185,12 @@ class _CudaBackend:
 
 
 def _reset_persisting_l2():
+    """Lines left persisting (course.l2) by earlier work would keep their data warm and the L2 smaller."""
+    from ._bindings import bindings
     try:
-        from cuda.bindings import runtime as cudart
-        cudart.cudaCtxResetPersistingL2Cache()
-    except Exception:
-        pass  # no cuda-python, or a GPU without persisting L2: nothing to reset
+        bindings("runtime", "").cudaCtxResetPersistingL2Cache()
+    except Exception:  # noqa: BLE001 - an optional cleanup must never stop a measurement
+        pass  # no cuda-python (then course.l2 cannot have set a window either), or bindings the driver refuses
 
 
 def _held(factory):

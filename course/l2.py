@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 
+from ._bindings import bindings
 from ._errors import FeatureUnavailable
 
 __all__ = ["limits", "persisting", "paths_table"]
@@ -49,16 +50,6 @@ def paths_table(source: str, kernels, arch: str = "sm_90") -> list:
              "SASS stores": found(r"\bSTG[\w.]*", " ".join(sass.get(k, ())))} for k in kernels]
 
 
-def _runtime():
-    try:
-        from cuda.bindings import runtime
-    except ImportError:
-        raise FeatureUnavailable("A persisting L2 window needs cuda-python's runtime bindings, which CuPy does "
-                                 "not provide: pip install 'cuda-python>=12.8' (the course's cuda-python "
-                                 "extra), then restart the kernel.") from None
-    return runtime
-
-
 def _ok(result, what: str):
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
@@ -84,7 +75,7 @@ def persisting(array, *, stream, hit_ratio: float | None = None):
     window that fits in it (a larger share would make persisting lines evict each other). On exit the window
     is removed, the persisting lines are reset to normal and the set-aside is returned to ordinary use.
     """
-    rt = _runtime()
+    rt = bindings("runtime", "A persisting L2 window")
     lim = limits()
     if not lim["max_persisting_bytes"]:
         raise FeatureUnavailable("This GPU offers no persisting L2 (compute capability 8.0 or newer needed).")

@@ -126,11 +126,6 @@ def sweep(regs_per_thread: int, smem_per_block: int = 0, cc=(9, 0), sizes=None) 
     return rows
 
 
-def _kernel_usage(kernel, smem: int):
-    res = kernel.resources
-    return res.registers, (res.static_smem or 0) + int(smem)
-
-
 def measured(kernel, threads: int, smem: int = 0) -> dict:
     """What the CUDA occupancy API says for ``kernel`` (a `course.Kernel`) with ``threads`` per block and
     ``smem`` bytes of dynamic shared memory: ``blocks_per_sm``, ``warps_per_sm``, ``occupancy`` (0-1), and
@@ -139,7 +134,7 @@ def measured(kernel, threads: int, smem: int = 0) -> dict:
     info = device_info()
     blocks = kernel.occupancy(int(threads), int(smem))
     warps = -(-int(threads) // _WARP)
-    regs, total_smem = _kernel_usage(kernel, smem)
+    regs, total_smem = kernel.resources.registers, (kernel.resources.static_smem or 0) + int(smem)
     return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps,
             "occupancy": blocks * warps * _WARP / info.max_threads_per_sm, "registers": regs,
             "smem_per_block": total_smem}
@@ -151,15 +146,14 @@ def compare(kernel, sizes=(64, 128, 256, 512, 1024), smem: int = 0) -> list:
     Where they differ, the prediction's table (`LIMITS`) or rules miss something about this GPU: the
     ``match`` column says so rather than hiding it.
     """
-    from ._env import device_info
-    cc = device_info().cc
-    regs, total_smem = _kernel_usage(kernel, smem)
+    cc = _default_cc()
     rows = []
     for t in sizes:
-        p = predict(t, regs, total_smem, cc)
-        api = kernel.occupancy(int(t), int(smem))
-        rows.append({"threads": t, "registers": regs, "smem/block": total_smem, "predicted": p["blocks_per_sm"],
-                     "occupancy API": api, "limiter": p["limiter"], "match": p["blocks_per_sm"] == api})
+        m = measured(kernel, t, smem)
+        p = predict(t, m["registers"], m["smem_per_block"], cc)
+        rows.append({"threads": t, "registers": m["registers"], "smem/block": m["smem_per_block"],
+                     "predicted": p["blocks_per_sm"], "occupancy API": m["blocks_per_sm"], "limiter": p["limiter"],
+                     "match": p["blocks_per_sm"] == m["blocks_per_sm"]})
     return rows
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._bindings import bindings
 from ._errors import FeatureUnavailable
 
 __all__ = ["MAP_BYTES", "SWIZZLES", "map_dtype", "tensor_map", "swizzled"]
@@ -83,12 +84,7 @@ def tensor_map(array, box, *, swizzle: str = "none") -> np.void:
     """
     rows, cols, pitch = _check(array, box, swizzle)
     name = _dtype_name(array.dtype)
-    try:
-        from cuda.bindings import driver as drv
-    except ImportError:
-        raise FeatureUnavailable("A TMA tensor map is encoded by the CUDA driver through cuda-python, which "
-                                 "CuPy does not provide: pip install 'cuda-python>=12.8', then restart the "
-                                 "kernel.") from None
+    drv = bindings("driver", "A TMA tensor map (encoded by the CUDA driver)")
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
     sw = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[swizzle]
     err, tmap = drv.cuTensorMapEncodeTiled(

@@ -90,8 +90,8 @@ EXERCISES = [
         # Calibration, measured on an H200 (2026-11-28; tests/autograder/test_corpus_gpu.py -k 11_profiling -s
         # prints the ratios) at the default speed size, 8 x L2 with 1,024 columns (DRAM-bound for any coalesced
         # kernel): the starter (a thread per row; corpus starter.cu) at 0.18 of the reference, 32 sectors per
-        # request; a warp per row with scalar
-        # loads (corpus scalar_warp.cu) at 1.00: once the loads are coalesced the float4 loads add nothing,
+        # request; a warp per row with scalar loads (corpus scalar_warp.cu) at 1.00: once the loads are
+        # coalesced the float4 loads add nothing,
         # which is why vector_loads_128 is not a technique check here (it would withhold the points of a kernel
         # the profile calls fixed). 0.8 leaves the reference its 20% of room; half the points from 0.5 for a
         # coalesced kernel that loses time elsewhere (a block-wide shared-memory tree per row, too few loads

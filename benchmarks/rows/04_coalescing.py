@@ -147,10 +147,11 @@ def _path_rows(ctx, cupy, course) -> list:
     launches = {}
     for name in ("stream_plain", "stream_restrict", "stream_ldg", "stream_cg", "stream_cs"):
         k = m.kernel(name)
-        launches[name] = lambda k=k, g=sms * k.occupancy(256): k(g, 256, x, y, 3.0, n4)
+        grid = sms * k.occupancy(256)
+        launches[name] = lambda k=k, g=grid: k(g, 256, x, y, 3.0, n4)
         for size in (4, 4 * 300_007):   # one float4, then a length no grid divides
             xv, yv = x[:size], cupy.full(size, cupy.nan, dtype=cupy.float32)
-            k(sms * k.occupancy(256), 256, xv, yv, 3.0, size // 4)
+            k(grid, 256, xv, yv, 3.0, size // 4)
             assert bool((yv[: size // 4 * 4] == 3.0 * xv[: size // 4 * 4]).all()), f"{name} wrong at {size}"
     t = ctx.interleaved(launches)
     plain = t["stream_plain"].gbps(32 * n4)

@@ -20,7 +20,6 @@ G = 512
 ODD = (1, 1009, 2047, 100_003)
 REPO = Path(__file__).resolve().parents[2]
 EXERCISE = REPO / "exercises" / "source" / STEM / f"{STEM}.ipynb"
-WAVES_N = 1 << 24           # damped_waves' speed size (autograder/specs/09_convolution.py)
 WAVES_TERMS = 32
 WAVES_CHECK = (1, 1009, 100_003)
 
@@ -31,11 +30,6 @@ def _blocked_launch(n):
 
 
 def _const_launch(n):
-    return -(-n // 256), 256
-
-
-def _waves_launch(n):
-    """The grader's geometry for damped_waves: one element per thread, blocks of 256."""
     return -(-n // 256), 256
 
 
@@ -63,13 +57,14 @@ def _waves_rows(ctx) -> list:
         want = ex.reference(v)["y"].astype(np.float32)
         for name, k in kernels.items():
             y = cupy.full(n, np.nan, dtype=cupy.float32)
-            k(_waves_launch(n)[0], 256, *args, y, n)
+            k(*ex.launch({"n": n}, ex.launch_defaults)[:2], *args, y, n)
             ok = course.check(y.get(), want, rtol=ex.tolerance.rtol, atol=ex.tolerance.atol)
             assert ok, f"damped_waves {name} wrong at n={n}: {ok.message}"
-    n = WAVES_N
+    n = ex.speed_size["n"]                    # the grader's launch at its speed size
+    grid, block = ex.launch({"n": n}, ex.launch_defaults)[:2]
     args = [cupy.asarray(a) for a in _waves_inputs(ex, n, seed=13).values()]
     y = cupy.empty(n, dtype=cupy.float32)
-    t = ctx.interleaved({name: (lambda k=k: k(_waves_launch(n)[0], 256, *args, y, n)) for name, k in kernels.items()})
+    t = ctx.interleaved({name: (lambda k=k: k(grid, block, *args, y, n)) for name, k in kernels.items()})
     rate = {name: n * WAVES_TERMS / r.median_ms / 1e6 for name, r in t.items()}     # G terms/s
     return [ctx.row("damped_waves: accurate starter (expf, cosf, IEEE division) vs graded reference, n=2^24",
                     rate["starter"], "Gterm/s", anchor="graded damped_waves reference (intrinsics where safe)",

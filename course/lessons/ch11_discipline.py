@@ -164,14 +164,15 @@ def occupancy_point(kernel: str, block: int, smem: int, state: dict) -> dict:
                      ks=course.lesson_cell("04_coalescing", "scale_scalar").compile())
     x, k = state["x"], state["ks"].kernel(kernel)
     y = state.setdefault("y", cupy.empty_like(x))
-    pred = occupancy.predict(block, k.resources.registers, smem + (k.resources.static_smem or 0),
+    api = occupancy.measured(k, block, smem)
+    pred = occupancy.predict(block, api["registers"], api["smem_per_block"],
                              cc=occupancy.table_cc(course.device_info().cc))
     n = N_OCC if kernel == "scale_scalar" else N_OCC // 4
     r = course.benchmark(lambda: k(course.grid_for(n, block), block, x, y, 2.0, n, shared_mem=smem),
                          name=kernel, budget_s=0.5)
-    return {"kernel": kernel, "block": block, "smem": smem, "registers": k.resources.registers,
+    return {"kernel": kernel, "block": block, "smem": smem, "registers": api["registers"],
             "predicted": pred["blocks_per_sm"], "limiter": pred["limiter"], "occupancy": pred["occupancy"],
-            "api": k.occupancy(block, smem), "gbps": r.gbps(8 * N_OCC)}
+            "api": api["blocks_per_sm"], "gbps": r.gbps(8 * N_OCC)}
 
 
 def occupancy_table(kernel: str = "scale_scalar", configs=OCC_CONFIGS) -> list:

@@ -8,36 +8,26 @@ import sys
 import numpy as np
 import pytest
 
+from hopper_kernels import TMA_PRELUDE
 from repo_helpers import import_course
 
 course = import_course()
 
-# One box, loaded by the TMA into shared memory and copied out byte by byte as it lies there. Test code for
-# the library, not a lesson: chapter 13's own kernels live in its notebook.
-BOX_KERNEL = r'''
-struct alignas(64) TensorMap { unsigned long long opaque[16]; };
-
-__device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
+# One box, loaded by the TMA into shared memory and copied out byte by byte as it lies there.
+BOX_KERNEL = TMA_PRELUDE + r'''
 extern "C" __global__ void tma_box(const __grid_constant__ TensorMap map, unsigned char* out, int bytes,
                                    int row0, int col0)
 {
     __shared__ alignas(1024) unsigned char tile[16384];   // 1024-byte aligned: the 128B swizzle's repeat
     __shared__ alignas(8) unsigned long long bar;
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&bar)));
-        asm volatile("fence.mbarrier_init.release.cluster;");   // the barrier is seen initialized by the TMA
-    }
+    if (threadIdx.x == 0)
+        barrier_init(&bar);
     __syncthreads();
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem(&bar)), "r"(bytes));
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                     " [%0], [%1, {%2, %3}], [%4];"
-                     :: "r"(smem(tile)), "l"(&map), "r"(col0), "r"(row0), "r"(smem(&bar)) : "memory");
+        barrier_expect(&bar, bytes);
+        tma_load_2d(tile, &map, col0, row0, &bar);
     }
-    asm volatile("{\n .reg .pred done;\n WAIT_%=:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n"
-                 " @!done bra WAIT_%=;\n}" :: "r"(smem(&bar)) : "memory");
+    barrier_wait(&bar, 0);
     for (int i = threadIdx.x; i < bytes; i += blockDim.x)
         out[i] = tile[i];
 }

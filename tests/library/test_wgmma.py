@@ -7,18 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hopper_kernels import TMA_PRELUDE
 from repo_helpers import import_course
 
 course = import_course()
 
 _OUTS = ", ".join(f'"+f"(d[{i}])' for i in range(32))
 _REGS = ", ".join(f"%{i}" for i in range(32))
-# Test code for the library, not a lesson: chapter 13's kernels live in its notebook.
-TILE_KERNEL = r'''
-struct alignas(64) TensorMap { unsigned long long opaque[16]; };
-
-__device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
+TILE_KERNEL = TMA_PRELUDE + r'''
 __device__ __forceinline__ void mma_64x64x16(float* d, unsigned long long da, unsigned long long db, int acc)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -35,21 +31,15 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_tile(const __grid_consta
     __shared__ alignas(1024) unsigned short a[64 * 64];
     __shared__ alignas(1024) unsigned short b[64 * 64];
     __shared__ alignas(8) unsigned long long bar;
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem(&bar)));
-        asm volatile("fence.mbarrier_init.release.cluster;");
-    }
+    if (threadIdx.x == 0)
+        barrier_init(&bar);
     __syncthreads();
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem(&bar)), "r"(2 * 8192));
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                     " [%0], [%1, {0, 0}], [%2];" :: "r"(smem(a)), "l"(&map_a), "r"(smem(&bar)) : "memory");
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                     " [%0], [%1, {0, 0}], [%2];" :: "r"(smem(b)), "l"(&map_b), "r"(smem(&bar)) : "memory");
+        barrier_expect(&bar, 2 * 8192);
+        tma_load_2d(a, &map_a, 0, 0, &bar);
+        tma_load_2d(b, &map_b, 0, 0, &bar);
     }
-    asm volatile("{\n .reg .pred done;\n WAIT_%=:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n"
-                 " @!done bra WAIT_%=;\n}" :: "r"(smem(&bar)) : "memory");
+    barrier_wait(&bar, 0);
     float d[32];
     for (int r = 0; r < 32; ++r) d[r] = 0.0f;
     const unsigned long long da = desc_bits | ((smem(a) & 0x3FFFF) >> 4);
