@@ -14,9 +14,10 @@ from .trace import ENV as TRACE_ENV
 from .trace import summarise as summarise_trace
 from .spec import (LARGER_THAN_L2, CallExercise, Constant, Exercise, In, InOut, Out, Pipeline, Points, Scalar,
                    SpecError, Tolerance, Uniform, cdiv)
+from .tensormaps import TensorMap
 
 __all__ = [
-    "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "Uniform", "Tolerance", "Points",
+    "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "TensorMap", "Uniform", "Tolerance", "Points",
     "Pipeline", "LARGER_THAN_L2",
     "cdiv", "SpecError", "launch_from_source", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "grade_class", "Session", "TRACE_ENV", "summarise_trace",

@@ -16,6 +16,8 @@ __all__ = ["GUARD_BYTES", "POISON_BITS", "UINT", "poison_bits", "fill_output", "
            "numpy_reference", "Guarded", "flat_index", "tolerance", "output_problem", "runs_differ",
            "device_bad_count"]
 
+# a multiple of 128 bytes: a guarded view keeps its allocation's alignment (CuPy's 512 bytes), and a TMA map
+# of it (tensormaps.py) needs a 16-byte aligned base
 GUARD_BYTES = 1 << 20
 # quiet NaNs with payloads no arithmetic produces, so "never written" can be told from "computed NaN";
 # variant 1 differs so an element left unwritten changes between the two runs

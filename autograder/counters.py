@@ -182,6 +182,7 @@ def _child(task: dict, ex, lock) -> dict:
     if ex.constants:
         set_constants(ex, kernel, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
     geo = ex.launch(dict(sizes), dict(task["launch"]))
+    args = kernel_args(ex, arrays, scalars, dict(task["launch"]))   # the same buffers on every launch
     with lock.exclusive():   # ncu replays the profiled launch inside the call: the GPU is ours meanwhile
         Path(task["marker"]).touch()
         for _ in range(int(task.get("launches", 1))):   # the profiled one is the last (ncu --launch-skip)
@@ -190,7 +191,7 @@ def _child(task: dict, ex, lock) -> dict:
                     arrays[p.name][...] = cp.asarray(host[p.name])
                 elif isinstance(p, Out):
                     fill_output(arrays[p.name], p, 0)
-            launch(kernel, (geo[0], geo[1], int(geo[2])), kernel_args(ex, arrays, scalars))
+            launch(kernel, (geo[0], geo[1], int(geo[2])), args)
     if ex.reference == "kernel":
         return {"status": "ok"}
     want = numpy_reference(ex, sizes, host, scalars)

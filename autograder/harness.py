@@ -134,7 +134,8 @@ def _timed_reference(ctx, sizes, host, scalars, keep: bool) -> tuple:
     if ex.constants:
         set_constants(ex, ctx.reference, {c.name: cp.asarray(host[c.name]) for c in ex.constants})
         be.sync()
-    ms = be.time_ms(lambda: launch(ctx.reference, geo, kernel_args(ex, arrays, scalars), sync=False))
+    args = kernel_args(ex, arrays, scalars, ex.launch_defaults)  # untimed: a map is encoded by the driver
+    ms = be.time_ms(lambda: launch(ctx.reference, geo, args, sync=False))
     outs = {p.name: be.host(arrays[p.name]) for p in ex.arrays if keep and isinstance(p, (Out, InOut))}
     for p in ex.arrays:  # the student kernel runs next: leave no answer in device memory it could scan
         if isinstance(p, (Out, InOut)):
@@ -245,10 +246,11 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
             fill_output(b.view, p, variant)
     if consts:
         set_constants(ex, ctx.student, consts)
+    args = kernel_args(ex, {k: b.view for k, b in bufs.items()}, scalars, ctx.cfg)  # maps of the guarded views
     ctx.arm(policy.timeout_for(ex.timeout_s, ref_ms / 1e3), f"your kernel at {label} (the reference takes "
             f"{ref_ms:.3f} ms there)")
     try:
-        launch(ctx.student, geo, kernel_args(ex, {k: b.view for k, b in bufs.items()}, scalars))
+        launch(ctx.student, geo, args)
     except Exception as exc:
         return "error", classify_cuda_error(exc, label, geo)
     finally:

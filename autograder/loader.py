@@ -17,7 +17,7 @@ from .spec import check_launch_result, reference_source  # noqa: F401  (re-expor
 from .spec import (DATA_MAGICS, PARTIAL_STEP, PEAKS, CallExercise, Constant, Exercise, In, InOut, L2Multiple, Out,
                    Pipeline, Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
-from .techniques import validate as validate_techniques
+from . import techniques, tensormaps
 
 __all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
            "reference_source", "load_spec_file"]
@@ -325,7 +325,7 @@ def _validate_scoring(ex, where):
     _validate_speed_tiers(ex, where)
     if not (isinstance(ex.min_cc, tuple) and len(ex.min_cc) == 2 and all(isinstance(x, int) for x in ex.min_cc)):
         raise where.error("min_cc", f"should be (major, minor) such as (8, 0); got {ex.min_cc!r}")
-    problem = validate_techniques(ex)  # required_sass, techniques, required_techniques
+    problem = tensormaps.validate(ex) or techniques.validate(ex)  # arch and TensorMap params; technique fields
     if problem:
         raise where.error(*problem)
     if not isinstance(ex.timeout_s, (int, float)) or ex.timeout_s <= 0:

@@ -453,9 +453,15 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
 
 
 def skipped_report(ex, device_arch: str, **extra) -> ExerciseReport:
-    need = f"sm_{ex.min_cc[0]}{ex.min_cc[1]}"
-    reason = (f"skipped: needs {need} (this GPU is {device_arch}). Not graded here, and its points are left "
-              f"out of the total; regrade on a GPU with {need} or newer.")
+    if getattr(ex, "arch", None):   # an arch-specific target runs on one compute capability only
+        from .tensormaps import arch_requirement
+        needs, gpus = arch_requirement(ex.arch)
+        reason = (f"skipped: needs {needs}; this GPU is {device_arch}. Not graded here, and its points are left "
+                  f"out of the total; regrade on {gpus}.")
+    else:
+        need = f"sm_{ex.min_cc[0]}{ex.min_cc[1]}"
+        reason = (f"skipped: needs {need} (this GPU is {device_arch}). Not graded here, and its points are left "
+                  f"out of the total; regrade on a GPU with {need} or newer.")
     return ExerciseReport(chapter=ex.chapter, exercise=ex.name, status=Status.SKIPPED, points=0.0,
                           max_points=ex.max_points, counted_max_points=0.0, reason=reason, **extra)
 

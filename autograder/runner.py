@@ -29,6 +29,7 @@ from .signature import compare_signature
 from .source_check import check_source
 from .spec import CallExercise, SpecError, did_you_mean
 from .supervise import PRINTF_TAIL_BYTES, run_child, run_steps, signal_name
+from .tensormaps import launch_problem, runs_on
 from .versions import spec_version
 from .worker import COMPILE_TIMEOUT_S, MESSAGE_CAP
 
@@ -142,6 +143,9 @@ def _prepare(ex, source, launch, cases, first_line: int = 1):
     except (MemoryError, RecursionError):
         return None, (Status.FAILED, "the LAUNCH data is too deeply nested to read; write a flat literal dict "
                                      "such as {\"block\": 256}")
+    problem = launch_problem(ex, cfg)  # a TMA map's box from the student's tile sizes
+    if problem:
+        return None, (Status.FAILED, f"LAUNCH {cfg} does not work for {ex.name}: {problem}")
     from .spec import check_launch_result
     for case in cases:
         sizes = ex.resolve_sizes(case, 64 << 20)
@@ -157,7 +161,7 @@ def _prepare(ex, source, launch, cases, first_line: int = 1):
 def _run(ex, private: str, steps: list, **fields) -> tuple:
     """Run ``steps`` of ``ex`` in run children with the grading's private folder; what `run_steps` returns."""
     task = {"chapter": ex.chapter, "exercise": ex.name, "cap": MESSAGE_CAP, "harness": HARNESS_MODULE,
-            "min_cc": list(ex.min_cc), "private_dir": private, **fields}
+            "min_cc": list(ex.min_cc), "arch": getattr(ex, "arch", None), "private_dir": private, **fields}
     return run_steps(task, steps, os.path.join(private, "run.log"))
 
 
@@ -182,7 +186,8 @@ def _compile(ex, source: str, session: Session, private: str, first_line: int = 
     """Compile the student's source (and, once per session and arch, the reference) in a compile child;
     compile errors are numbered from ``first_line``, the cell line where the source starts."""
     ref_source = reference_source(ex)
-    arch = choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
+    # an arch-specific target (ex.arch) is the one arch; a GPU it cannot run on skips the exercise, never here
+    arch = ex.arch or choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
     key = (ex.chapter, ex.name, arch)
     task = {"phase": "compile", "chapter": ex.chapter, "exercise": ex.name, "source": source, "arch": arch,
             "first_line": first_line,
@@ -229,6 +234,8 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     if problem:
         return policy.score(ex, [], compile_failure=problem, **extra)
     session.probe()
+    if session.gpu and not runs_on(ex, session.gpu["cc"]):  # nothing to compile for a GPU that cannot grade it
+        return policy.skipped_report(ex, session.gpu.get("arch", "?"), **dict(extra, device=session.device))
     with _private_dir() as private:
         comp = _compile(ex, source, session, private, first_line)
         notes = list(comp.get("notes") or [])

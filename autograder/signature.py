@@ -12,6 +12,7 @@ import numpy as np
 from course.source import strip_comments  # linear-time; the regex it replaces was quadratic
 
 from .spec import Exercise, Scalar, _ctype_of, did_you_mean
+from .tensormaps import TensorMap, param_problem
 
 __all__ = ["compare_signature", "check_constants"]
 
@@ -44,7 +45,11 @@ def compare_signature(ex: Exercise, source: str) -> str:
         return (f"{ex.kernel} takes {len(params)} parameter(s) ({got}); the exercise expects "
                 f"{len(expected)}: ({ex.signature()}).{extra}")
     for i, (mine, theirs) in enumerate(zip(expected, params), start=1):
-        if isinstance(mine, Scalar):
+        if isinstance(mine, TensorMap):  # a TMA map by value, not a pointer
+            problem = param_problem(i, mine, theirs, source, ex.signature())
+            if problem:
+                return problem
+        elif isinstance(mine, Scalar):
             if theirs.pointer:
                 return (f"parameter {i} ({theirs.describe()}) should be the value {mine.ctype} {mine.name}, "
                         f"not a pointer; expected ({ex.signature()})")

@@ -316,6 +316,8 @@ class Exercise:
     speed_tiers: tuple = ()
     deterministic: bool = True
     min_cc: tuple = (7, 0)
+    # an arch-specific target ("sm_90a"): both kernels compile for exactly it; other GPUs skip (tensormaps.py)
+    arch: str | None = None
     required_sass: tuple = ()
     # technique checks by name (autograder/techniques.py): a failure withholds the speed points, or, for a
     # required one, fails the exercise
@@ -403,6 +405,8 @@ class Exercise:
         for p in self.kernel_params:
             if isinstance(p, Scalar):
                 out.append(f"{p.ctype} {p.name}")
+            elif hasattr(p, "c_decl"):  # a TMA map, passed by value (tensormaps.TensorMap)
+                out.append(p.c_decl())
             else:
                 c = _ctype_of(p.np_dtype)
                 out.append(f"{'const ' if isinstance(p, In) else ''}{c}* {p.name}")

@@ -7,7 +7,8 @@ what it describes, for every exercise of a chapter:
   a writable one, and the names stand in the kernel's order (two swapped float arrays pass the type check);
 - the NumPy reference, run on inputs drawn by the spec's own generators at its smallest public sizes: the
   keys, shapes and dtypes it returns are the outputs the grader reads;
-- the reference kernel, compiled with NVRTC for sm_80 (or the newer arch it needs), as every grading does;
+- the reference kernel, compiled with NVRTC for sm_80 (or the newer arch it needs, or exactly its ``arch``), as
+  every grading does;
 - the exercise notebook, against the spec and the reference solutions (autograder/sync.py).
 """
 from __future__ import annotations
@@ -228,6 +229,8 @@ def _nvrtc_missing() -> str:
 
 def _arch_for(ex, source: str) -> str:
     import course
+    if getattr(ex, "arch", None):   # an arch-specific target: the one arch both kernels compile for
+        return ex.arch
     declared = course.declared_arch(source)
     choices = [a for a in (declared, f"sm_{ex.min_cc[0]}{ex.min_cc[1]}", COMPILE_ARCH) if a]
     return max(choices, key=lambda a: (course.arch_cc(a), a == declared))

@@ -3,8 +3,9 @@
 What the notebook must say, and who owns it:
 
 - a solution cell (tagged ``kernel:NAME``, or ``call:NAME`` for a library call) is its magic line
-  (``%%cuda --name NAME --no-run`` / ``%%cublas --name NAME``) and then ``solutions/<chapter>/<file>``,
-  without the file's trailing newlines; the file is the one truth;
+  (``%%cuda --name NAME --no-run``, with ``--arch sm_90a`` for an exercise pinned to that target, /
+  ``%%cublas --name NAME``) and then ``solutions/<chapter>/<file>``, without the file's trailing newlines; the
+  file is the one truth;
 - the hidden test cell (grade id ``NAME_test``) is worth the exercise's points;
 - in the exercise's section (from its ``## `` heading to the next one) three phrases carry the numbers of
   the spec: the heading's closing parenthesis (``(10 points: 6 for correctness, 4 for speed)``), the speed
@@ -132,6 +133,8 @@ def solution_cell_source(ex) -> str:
     """What the exercise's solution cell must hold: the magic line, then the reference file without its
     trailing newlines (a cell has none)."""
     magic = f"{ex.magic} --name {ex.name}" if isinstance(ex, CallExercise) else f"%%cuda --name {ex.name} --no-run"
+    if getattr(ex, "arch", None):  # the magic compiles for the GPU's own arch, where wgmma does not exist
+        magic += f" --arch {ex.arch}"
     return magic + "\n" + solution_file(ex).read_text(encoding="utf-8").rstrip("\n")
 
 

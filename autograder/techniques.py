@@ -7,6 +7,8 @@ so its correctness points stand) or in ``required_techniques`` (a failure fails 
 * ``"sass"``: from the graded kernel's machine code (nvdisasm, no GPU) and ptxas's resource report, in the
   compile child. Only the graded kernel's own function is read, with the device functions it calls, never
   the other kernels of the module.
+* ``"log"``: from the compiler's own log (ptxas's notes in NVRTC's program log), in the compile child: what
+  ptxas did to the graded kernel, e.g. serializing its wgmma instructions. No disassembler needed.
 * ``"counters"``: from Nsight Compute counters, read once every size case has passed, by profiling the
   student's kernel in a grader-owned process under ncu (autograder/counters.py; `counter_verdict` turns the
   counters into a verdict). Where ncu is missing or may not read the counters they give a note, never a
@@ -47,13 +49,15 @@ class Check:
 
     ``sass(instructions, resources, arch, kernel)`` returns ``''`` when the technique is there, else the
     failure message; None when it cannot be decided on this arch (with ``unknown`` saying why).
-    ``counters(metrics)`` does the same from a dict of ncu metric values (``metrics`` names them).
+    ``log(text, arch, kernel)`` the same from the compiler's log. ``counters(metrics)`` does the same from a
+    dict of ncu metric values (``metrics`` names them).
     """
 
     name: str
     description: str
-    where: str                         # "sass" or "counters"
+    where: str                         # "sass", "log" or "counters"
     sass: Callable | None = None
+    log: Callable | None = None
     metrics: tuple = ()
     counters: Callable | None = None
     min_cc: tuple = (7, 0)             # the oldest GPU the technique exists on
@@ -208,6 +212,108 @@ def _distributed_shared(instrs, res, arch, kernel) -> str | None:
             "add into it with atomicAdd through that pointer, between cluster.sync() calls.")
 
 
+_GMMA = re.compile(r"[HIQB]GMMA")
+
+
+def _on_sm90(arch) -> bool:
+    from course import arch_cc
+    return arch_cc(arch) == (9, 0)
+
+
+def _wgmma(instrs, res, arch, kernel) -> str | None:
+    if not _on_sm90(arch):
+        return None
+    if any(_GMMA.fullmatch(_base(op)) for op, _ in instrs):
+        return ""
+    mma = [line for op, line in instrs if _base(op) in ("HMMA", "IMMA", "DMMA", "BMMA")]
+    math = [line for op, line in instrs if _base(op) in ("FFMA", "FMUL", "HFMA2", "DFMA") and "MMA" not in op]
+    if mma:
+        found = (f"its machine code (SASS, {arch}) multiplies with the warp-level tensor-core instruction of older "
+                 f"GPUs (HMMA: mma.sync or WMMA, one warp and registers only), for example:\n{_quote(mma)}")
+    elif math:
+        found = (f"no tensor-core instruction in its machine code (SASS, {arch}); the math runs on the CUDA cores, "
+                 f"for example:\n{_quote(math)}")
+    else:
+        found = f"no warpgroup MMA (HGMMA) in its machine code (SASS, {arch})"
+    return (f"Expected: {kernel} multiplies with Hopper's warpgroup MMA (wgmma.mma_async: HGMMA in SASS): the four "
+            f"warps of a warpgroup issue one tensor-core operation that reads its tiles from shared memory. Found: "
+            f"{_found(found)}\nTo try: issue wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 from all 128 threads "
+            "of a warpgroup, with shared-memory descriptors of the A and B tiles (course.wgmma builds them), between "
+            "wgmma.fence.sync.aligned and wgmma.commit_group / wgmma.wait_group, as chapter 13 does; check that the "
+            "path is compiled in (the exercise compiles for sm_90a) and reached.")
+
+
+def _tma_load(op) -> bool:
+    # UTMALDG: a tensor copy global -> shared; UBLKCP.S.G: a bulk copy into shared (UBLKCP.G.S is a store)
+    return _base(op) == "UTMALDG" or (_base(op) == "UBLKCP" and op.split(".")[1:2] == ["S"])
+
+
+def _tma(instrs, res, arch, kernel) -> str | None:
+    if not _on_sm90(arch):
+        return None
+    if any(_tma_load(op) for op, _ in instrs):
+        return ""
+    stores = [line for op, line in instrs if _base(op) in ("UTMASTG", "UBLKCP")]
+    loads = [line for op, line in instrs if _base(op) in ("LDG", "LDGSTS", "LD")]
+    found = f"no TMA load (UTMALDG, or a bulk copy UBLKCP.S.G) in its machine code (SASS, {arch})"
+    if stores:
+        found += f"; its TMA copies are stores to global memory, which load nothing:\n{_quote(stores)}"
+    elif loads:
+        found += f"; its threads load global memory themselves, for example:\n{_quote(loads)}"
+    return (f"Expected: {kernel} loads its tiles with the Tensor Memory Accelerator: one thread asks the copy engine "
+            f"for a whole box through the tensor map (cp.async.bulk.tensor: UTMALDG in SASS). Found: {_found(found)}"
+            "\nTo try: from one thread, `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[smem], [map, {col, row}], [bar];` with the address of the const __grid_constant__ map parameter, after "
+            "`mbarrier.arrive.expect_tx` of the box's bytes on that barrier; the other threads wait on the barrier's "
+            "phase (mbarrier.try_wait.parity) before reading the tile.")
+
+
+_SERIALIZED = re.compile(r"Potential Performance Loss: wgmma\.mma_async instructions are serialized due to (.*?)"
+                         r"(?: in the function '([^'\n]*)')?\.?[ \t]*$")
+_ENTRY = re.compile(r"Compiling entry function '([^'\n]*)'")
+_SERIALIZED_ADVICE = (
+    ("crossing function boundary", "a wgmma and its commit and wait must sit in one function: declare every helper "
+     "that issues wgmma, or touches the accumulators in between, __forceinline__ (a call to a __noinline__ one, "
+     "or one the compiler did not inline, ends the pipeline)"),
+    ("Extern calls", "a call to a function outside the kernel (printf, assert, a __noinline__ helper) in a kernel "
+     "with wgmma serializes them all: take it out of the kernel, or out of the main loop at least"),
+    ("insufficient register resources", "from a wgmma to its wait_group its accumulators are the tensor core's and "
+     "must stay in registers: do not read, write or copy them in between (initialise before the first "
+     "wgmma.fence, read after wgmma.wait_group), and keep the accumulator tile within what each thread may hold "
+     "(__launch_bounds__, and setmaxnreg.inc for the consumer warpgroups)"),
+    ("defining accumulator registers", "between wgmma.fence and wgmma.wait_group nothing but wgmma may write its "
+     "accumulators: zero them before the fence (or use the scale-d 0 form), and scale or store them after the "
+     "wait"),
+    ("defining input registers", "a wgmma that takes A from registers needs them unchanged until its wait_group: "
+     "load the next fragment into other registers, or wait first"),
+    ("ill formed pipeline stage", "every wgmma.mma_async needs wgmma.fence.sync.aligned before it and "
+     "wgmma.commit_group / wgmma.wait_group after it, on the same path for all 128 threads of the warpgroup"),
+)
+
+
+def _no_wgmma_serialization(log, arch, kernel) -> str:
+    """Decided from ptxas's notes in NVRTC's log (compiled with -Xptxas=-v, as every grading is): ptxas says
+    "(C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to <why> in the
+    function '<name>'" for the kernel itself, or for a device function it calls that was not inlined."""
+    entries = set(_ENTRY.findall(log))
+    found = []   # (why, the log's line) for the graded kernel, or a device function (not another kernel)
+    for line in log.splitlines():
+        m = _SERIALIZED.search(line)
+        fn = m and m.group(2)
+        if m and (not fn or fn == kernel or fn.startswith(f"_Z{len(kernel)}{kernel}") or fn not in entries):
+            found.append((m.group(1).strip(), " ".join(line.split())))
+    if not found:
+        return ""
+    lines = [line for _, line in found]
+    tips = [tip for key, tip in _SERIALIZED_ADVICE if any(key in why for why, _ in found)]
+    tip = "; and ".join(tips) if tips else (
+        "ptxas serializes wgmma when its pipeline is broken: keep each wgmma, its fence, commit and wait in one "
+        "function on one path, and leave the accumulators alone between the wgmma and its wait")
+    return (f"Expected: {kernel}'s wgmma instructions run as a pipeline, each issued while the ones before it are "
+            f"still computing. Found: ptxas serialized them (each waits for the one before), as its log says:"
+            f"\n{_quote(lines)}\nTo try: {tip}.")
+
+
 _CONFLICTS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
 _SHARED_INSTS = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
@@ -238,6 +344,14 @@ CHECKS = {c.name: c for c in (
     Check("distributed_shared", "distributed shared memory: accesses to another cluster block's shared memory "
           "(cluster.map_shared_rank)", "sass", sass=_distributed_shared, min_cc=(9, 0),
           unknown="its SASS form is known for sm_90 only"),
+    Check("wgmma", "Hopper's warpgroup MMA (wgmma.mma_async: HGMMA in the kernel's SASS)", "sass", sass=_wgmma,
+          min_cc=(9, 0), unknown="its SASS form is known for sm_90 (sm_90a) only"),
+    Check("tma", "tiles loaded by the Tensor Memory Accelerator (cp.async.bulk.tensor: UTMALDG, or a bulk copy "
+          "UBLKCP, in the kernel's SASS; TMA stores alone do not count)", "sass", sass=_tma, min_cc=(9, 0),
+          unknown="its SASS form is known for sm_90 (sm_90a) only"),
+    Check("no_wgmma_serialization", "wgmma instructions that ptxas did not serialize (its 'Potential Performance "
+          "Loss: wgmma.mma_async instructions are serialized' note, in the compile log)", "log",
+          log=_no_wgmma_serialization, min_cc=(9, 0)),
     Check("no_bank_conflicts", "no shared-memory bank conflicts (Nsight Compute's l1tex bank-conflict counters)",
           "counters", metrics=_CONFLICTS + _SHARED_INSTS, counters=_no_bank_conflicts),
 )}
@@ -258,23 +372,27 @@ def _opcodes_check(ops) -> Check:
 # -- evaluation and spec validation ------------------------------------------------------------------
 
 def evaluate(ex, program) -> list:
-    """The `Verdict` of every SASS check ``ex`` names, for the student's compiled ``program`` (compile child).
-    Counter checks are not among them: autograder/counters.py decides those once every size has passed."""
+    """The `Verdict` of every SASS and log check ``ex`` names, for the student's compiled ``program`` (compile
+    child). Counter checks are not among them: autograder/counters.py decides those once every size has passed."""
     wanted = [(CHECKS[n], False) for n in ex.techniques] + [(CHECKS[n], True) for n in ex.required_techniques]
-    wanted = [(c, required) for c, required in wanted if c.where == "sass"]
+    wanted = [(c, required) for c, required in wanted if c.where in ("sass", "log")]
     if ex.required_sass:
         wanted.append((_opcodes_check(tuple(ex.required_sass)), True))
     if not wanted:
         return []
-    out, instrs = [], None
+    out, instrs, problem = [], None, ""
     try:
-        instrs = kernel_instructions(program.sass(), ex.kernel)
+        if any(c.where == "sass" for c, _ in wanted):
+            instrs = kernel_instructions(program.sass(), ex.kernel)
+            problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
     except (FileNotFoundError, RuntimeError, OSError) as exc:
         problem = f"no SASS to read ({str(exc)[:400]})"
-    else:
-        problem = "" if instrs is not None else f"no function {ex.kernel} in the disassembly"
     res = program.resources.get(ex.kernel)
     for check, required in wanted:
+        if check.where == "log":   # the compiler's log is there whether or not a disassembler is
+            message = check.log(program.log or "", program.arch, ex.kernel)
+            out.append(Verdict(check.name, not message, message, required))
+            continue
         if problem:
             out.append(Verdict(check.name, None, f"{check.name} was not checked: {problem}", required))
             continue
@@ -297,6 +415,15 @@ def counter_verdict(name: str, metrics: dict) -> Verdict:
     return Verdict(name, not message, message)
 
 
+def _oldest_cc(ex) -> tuple:
+    """The oldest GPU that grades ``ex``: its min_cc, or its arch-specific target's (``arch="sm_90a"``: 9.0)."""
+    from course import arch_cc
+    try:
+        return max(tuple(ex.min_cc), arch_cc(ex.arch)) if getattr(ex, "arch", None) else tuple(ex.min_cc)
+    except ValueError:   # a malformed arch: tensormaps.validate says what is wrong with it
+        return tuple(ex.min_cc)
+
+
 def validate(ex) -> tuple | None:
     """(field, what is wrong) for the technique fields of an `Exercise`, or None when they are fine."""
     if isinstance(ex.required_sass, str) or not all(isinstance(s, str) for s in ex.required_sass):
@@ -309,7 +436,7 @@ def validate(ex) -> tuple | None:
             if n not in CHECKS:
                 return field, (f"{n!r} is not a technique check.{did_you_mean(n, CHECKS)} The checks: "
                                f"{', '.join(CHECKS)} (autograder/techniques.py)")
-            if CHECKS[n].min_cc > tuple(ex.min_cc):
+            if CHECKS[n].min_cc > _oldest_cc(ex):
                 need = CHECKS[n].min_cc
                 return field, f"{n} needs sm_{need[0]}{need[1]} or newer: set min_cc=({need[0]}, {need[1]})"
     both = set(ex.techniques) & set(ex.required_techniques)

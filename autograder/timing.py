@@ -82,6 +82,7 @@ class _Set:
                 self.outputs[p.name] = xp.empty(shape, dtype=p.np_dtype)
                 self.expected[p.name] = xp.empty(shape, dtype=p.np_dtype)
         self.scalars = {}
+        self.args = None   # the next timed launch's arguments, made by `TimedPair.prepare`
         self.mask_seed = 0
 
     def arrays(self, outs: dict) -> dict:
@@ -102,7 +103,8 @@ def _reset_outputs(ex, s: _Set, outs: dict) -> None:
 class TimedPair:
     """The state of one speed measurement: the kernels, their geometry, and each kernel's next input set.
 
-    ``prepare(who)`` (untimed) gives ``who``'s next launch fresh inputs, and for the student the
+    ``prepare(who)`` (untimed) gives ``who``'s next launch fresh inputs and its arguments (a `TensorMap`
+    param's map is encoded there, by the driver, never in the timed region), and for the student the
     expected output; ``launch(who)`` is what is timed; ``check()`` compares the student's last output.
     """
 
@@ -112,6 +114,7 @@ class TimedPair:
         self.xp, self.ex, self.ctx = be.xp, ctx.ex, ctx
         self.kernels = {"student": ctx.student, "reference": ctx.reference}
         self.geo = {"student": geo_student, "reference": geo_reference}
+        self.cfg = {"student": dict(ctx.cfg), "reference": dict(self.ex.launch_defaults)}  # what each geo is from
         self.fresh = FreshInputs(self.xp, self.ex, sizes, rng, host)
         self.sets = {who: _Set(self.xp, self.ex, sizes) for who in self.kernels}
         self.launches = {"student": 0, "reference": 0}
@@ -119,12 +122,14 @@ class TimedPair:
     def prepare(self, who: str) -> None:
         ex, s = self.ex, self.sets[who]
         s.scalars = self.fresh.fill({**s.inputs, **s.pristine})
+        s.args = kernel_args(ex, s.arrays(s.outputs), s.scalars, self.cfg[who])
         if who == "student":
             # the expected output of exactly these inputs, from the reference, untimed
             _reset_outputs(ex, s, s.expected)
             ref = self.kernels["reference"]
             set_constants(ex, ref, s.constants(ex))
-            launch(ref, self.geo["reference"], kernel_args(ex, s.arrays(s.expected), s.scalars))
+            ref_args = kernel_args(ex, s.arrays(s.expected), s.scalars, self.cfg["reference"])
+            launch(ref, self.geo["reference"], ref_args)
             # the answer waits masked while the student kernel runs: XOR with random bits whose seed only
             # this process holds, so no device buffer a kernel could scan for holds it in the clear
             s.mask_seed = int(self.fresh.rng.integers(1 << 62))
@@ -132,7 +137,7 @@ class TimedPair:
             set_constants(ex, ref, self.sets["reference"].constants(ex))
         else:
             # the same amount of GPU work before each kernel's sample, so clocks and caches favour neither
-            launch(self.kernels["reference"], self.geo["reference"], kernel_args(ex, s.arrays(s.outputs), s.scalars))
+            launch(self.kernels["reference"], self.geo["reference"], s.args)
         _reset_outputs(ex, s, s.outputs)
         set_constants(ex, self.kernels[who], s.constants(ex))
 
@@ -145,7 +150,7 @@ class TimedPair:
     def launch(self, who: str, sync: bool = False) -> None:
         s = self.sets[who]
         self.launches[who] += 1
-        launch(self.kernels[who], self.geo[who], kernel_args(self.ex, s.arrays(s.outputs), s.scalars), sync=sync)
+        launch(self.kernels[who], self.geo[who], s.args, sync=sync)
 
     def check(self) -> str:
         """'' when the student's last output matches its expected output, else what differs."""

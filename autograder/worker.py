@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import traceback
+import types
 
 __all__ = ["MESSAGE_CAP", "Channel", "child_main", "shrink"]
 
@@ -212,7 +213,10 @@ def _run(chan: Channel, task: dict) -> None:
         return
     chan.send(kind="device", **info)
     ex = get_exercise(task["chapter"], task["exercise"])
-    if tuple(info["cc"]) < tuple(task.get("min_cc") or ex.min_cc):
+    from .tensormaps import prepare_driver, runs_on
+    need = types.SimpleNamespace(min_cc=tuple(task.get("min_cc") or ex.min_cc),
+                                 arch=task.get("arch", getattr(ex, "arch", None)))
+    if not runs_on(need, info["cc"]):   # an older GPU, or not the one an arch-specific target runs on
         chan.send(kind="skipped", arch=info["arch"])
         return
     harness.limit_printf()
@@ -243,6 +247,7 @@ def _run(chan: Channel, task: dict) -> None:
     ctx.gpu_lock = lock
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
+    prepare_driver(ex)  # TMA maps are encoded by the driver's bindings, loaded before the file system closes
     _confine(task, compile_phase=False)
     failed = bool(task.get("failed_before"))
     steps = task["steps"]

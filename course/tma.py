@@ -21,7 +21,8 @@ import numpy as np
 from ._bindings import bindings
 from ._errors import FeatureUnavailable
 
-__all__ = ["MAP_BYTES", "SWIZZLES", "map_dtype", "tensor_map", "swizzled"]
+__all__ = ["MAP_BYTES", "SWIZZLES", "BOX_MAX", "map_dtype", "data_type", "box_problem", "tensor_map", "load_driver",
+           "swizzled"]
 
 MAP_BYTES = 128
 # swizzle mode -> (span in bytes: the widest box row it allows, mask of the line-index bits XORed into the
@@ -30,7 +31,7 @@ SWIZZLES = {"none": (None, 0), "32B": (32, 0x10), "64B": (64, 0x30), "128B": (12
 _DTYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.float16): "FLOAT16", np.dtype(np.float64): "FLOAT64",
            np.dtype(np.int32): "INT32", np.dtype(np.uint8): "UINT8", np.dtype(np.uint16): "UINT16",
            np.dtype(np.uint32): "UINT32", np.dtype(np.int64): "INT64", np.dtype(np.uint64): "UINT64"}
-_BOX_MAX = 256
+BOX_MAX = 256
 
 
 def map_dtype() -> np.dtype:
@@ -38,7 +39,8 @@ def map_dtype() -> np.dtype:
     return np.dtype([("opaque", np.uint64, (16,))])
 
 
-def _dtype_name(dtype) -> str:
+def data_type(dtype) -> str:
+    """The TMA data type of ``dtype`` (``"UINT16"``, ``"BFLOAT16"``...); ValueError naming the supported ones."""
     if getattr(dtype, "name", "") == "bfloat16" or str(dtype) == "bfloat16":
         return "BFLOAT16"
     try:
@@ -63,15 +65,26 @@ def _check(array, box, swizzle) -> tuple:
     if pitch % 16 or array.data.ptr % 16:
         raise ValueError(f"TMA needs a 16-byte aligned base and row pitch; got base {array.data.ptr:#x}, pitch "
                          f"{pitch} bytes. Pad the rows (a leading dimension padded to 16 bytes, chapter 04).")
-    if len(box) != 2 or not all(1 <= b <= _BOX_MAX for b in box):
-        raise ValueError(f"box should be (rows, cols), each 1..{_BOX_MAX}; got {box!r}")
-    if (box[1] * item) % 16:
-        raise ValueError(f"a box row must be a multiple of 16 bytes; {box[1]} x {item} bytes is not")
-    span = SWIZZLES[swizzle][0]
-    if span is not None and box[1] * item > span:
-        raise ValueError(f"with the {swizzle} swizzle a box row may hold at most {span} bytes; "
-                         f"{box[1]} x {item} = {box[1] * item}")
+    problem = box_problem(box, item, swizzle)
+    if problem:
+        raise ValueError(problem)
     return rows, cols, pitch
+
+
+def box_problem(box, itemsize: int, swizzle: str) -> str:
+    """'' when a box of ``box = (rows, cols)`` elements of ``itemsize`` bytes can be copied under ``swizzle``,
+    else why not (the rules `tensor_map` applies; the grader checks a spec's boxes with them at load)."""
+    if swizzle not in SWIZZLES:
+        return f"swizzle should be one of {', '.join(SWIZZLES)}; got {swizzle!r}"
+    if len(box) != 2 or not all(isinstance(b, (int, np.integer)) and 1 <= b <= BOX_MAX for b in box):
+        return f"box should be (rows, cols), each 1..{BOX_MAX}; got {tuple(box)!r}"
+    if (box[1] * itemsize) % 16:
+        return f"a box row must be a multiple of 16 bytes; {box[1]} x {itemsize} bytes is not"
+    span = SWIZZLES[swizzle][0]
+    if span is not None and box[1] * itemsize > span:
+        return (f"with the {swizzle} swizzle a box row may hold at most {span} bytes; "
+                f"{box[1]} x {itemsize} = {box[1] * itemsize}")
+    return ""
 
 
 def tensor_map(array, box, *, swizzle: str = "none") -> np.void:
@@ -83,7 +96,7 @@ def tensor_map(array, box, *, swizzle: str = "none") -> np.void:
     without cuda-python or where the driver refuses the map.
     """
     rows, cols, pitch = _check(array, box, swizzle)
-    name = _dtype_name(array.dtype)
+    name = data_type(array.dtype)
     drv = bindings("driver", "A TMA tensor map (encoded by the CUDA driver)")
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
     sw = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[swizzle]
@@ -100,6 +113,12 @@ def tensor_map(array, box, *, swizzle: str = "none") -> np.void:
     out = np.zeros((), dtype=map_dtype())
     out["opaque"] = [int(w) for w in tmap.opaque]
     return out[()]
+
+
+def load_driver() -> None:
+    """Load the driver bindings `tensor_map` encodes with, now: a process that is about to close its file system
+    (the grader's run children) calls this first. FeatureUnavailable without cuda-python."""
+    bindings("driver", "A TMA tensor map (encoded by the CUDA driver)").cuDriverGetVersion()
 
 
 def swizzled(offsets, swizzle: str):

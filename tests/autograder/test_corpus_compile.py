@@ -41,9 +41,10 @@ def test_expect_line_and_compile_outcome(path):
         return
     course = pytest.importorskip("course")
     try:
-        # sm_80, or the exercise's newer min_cc (a cluster kernel does not compile below sm_90)
-        course.compile_for_arch(source, max("sm_80", f"sm_{ex.min_cc[0]}{ex.min_cc[1]}", key=course.arch_cc),
-                                name=path.name)
+        # sm_80, or the exercise's newer min_cc (a cluster kernel does not compile below sm_90), or exactly its
+        # arch-specific target (sm_90a: wgmma)
+        course.compile_for_arch(source, getattr(ex, "arch", None) or max(
+            "sm_80", f"sm_{ex.min_cc[0]}{ex.min_cc[1]}", key=course.arch_cc), name=path.name)
     except course.CompileError as exc:
         if "could not be loaded" in str(exc):
             pytest.skip("NVRTC is not installed here")

@@ -160,9 +160,149 @@ def test_counter_check_verdicts_from_ncu_metrics():
 
 def test_every_check_is_described():
     for name, check in techniques.CHECKS.items():
-        assert check.name == name and check.where in ("sass", "counters") and "\n" not in check.description
+        assert check.name == name and check.where in ("sass", "log", "counters") and "\n" not in check.description
         assert (check.sass is not None) == (check.where == "sass")
-        assert (check.counters is not None and check.metrics) or check.where == "sass"
+        assert (check.log is not None) == (check.where == "log")
+        assert (check.counters is not None and check.metrics) or check.where in ("sass", "log")
+
+
+# -- Hopper: warpgroup MMA, TMA loads, and wgmma pipelines ptxas did not serialize (sm_90a) -------------------
+
+def _hopper(body):
+    from hopper_kernels import TMA_PRELUDE
+    return TMA_PRELUDE + body
+
+
+WGMMA = r'''extern "C" __global__ void k(float* out, unsigned long long da, unsigned long long db)
+{ float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  asm volatile("wgmma.fence.sync.aligned;\n{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+    "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;"
+    : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db));
+  out[threadIdx.x] = d0 + d1 + d2 + d3; }'''
+TMA_LOAD = _hopper(r'''
+extern "C" __global__ void k(const __grid_constant__ TensorMap map, float* out)
+{ __shared__ alignas(128) float tile[256]; __shared__ alignas(8) unsigned long long bar;
+  if (threadIdx.x == 0) barrier_init(&bar);
+  __syncthreads();
+  if (threadIdx.x == 0) { barrier_expect(&bar, 1024); tma_load_2d(tile, &map, 0, 0, &bar); }
+  barrier_wait(&bar, 0); out[threadIdx.x] = tile[threadIdx.x]; }''')
+BULK_LOAD = _hopper(r'''
+extern "C" __global__ void k(const float* in, float* out)
+{ __shared__ alignas(128) float tile[256]; __shared__ alignas(8) unsigned long long bar;
+  if (threadIdx.x == 0) barrier_init(&bar);
+  __syncthreads();
+  if (threadIdx.x == 0) { barrier_expect(&bar, 1024);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];"
+                 :: "r"(smem(tile)), "l"(in), "r"(smem(&bar)) : "memory"); }
+  barrier_wait(&bar, 0); out[threadIdx.x] = tile[threadIdx.x]; }''')
+# loads with its threads, stores with the TMA: a TMA store is no TMA load
+TMA_STORE_ONLY = _hopper(r'''
+extern "C" __global__ void k(const __grid_constant__ TensorMap map, const float* in)
+{ __shared__ alignas(128) float tile[256];
+  tile[threadIdx.x] = in[threadIdx.x];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"(&map), "r"(0), "r"(0), "r"(smem(tile)) : "memory");
+    asm volatile("cp.async.bulk.commit_group;");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  } }''')
+_MMA_HELPER = r'''
+__device__ __forceinline__ void mma(float& d0, float& d1, float& d2, float& d3, unsigned long long da,
+                                    unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+    : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db)); }'''
+# two wgmma per stage in a loop, fence before, commit and wait after: a pipeline ptxas keeps
+PIPELINED = _MMA_HELPER + r'''
+extern "C" __global__ void k(float* out, unsigned long long da, unsigned long long db, int n)
+{ float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  for (int i = 0; i < n; ++i) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    mma(d0, d1, d2, d3, da + i, db + i);
+    mma(d0, d1, d2, d3, da + 2 * i, db + 2 * i);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  out[threadIdx.x] = d0 + d1 + d2 + d3; }'''
+# an accumulator scaled between two wgmma of one stage
+TOUCHED = PIPELINED.replace("mma(d0, d1, d2, d3, da + i, db + i);",
+                            "mma(d0, d1, d2, d3, da + i, db + i);\n    d0 *= 0.5f;")
+# the helper that issues wgmma is not inlined: the pipeline crosses a call
+NOT_INLINED = PIPELINED.replace("__forceinline__", "__noinline__")
+
+
+def test_wgmma_passes_on_hgmma_and_fails_on_mma_sync_and_cuda_cores():
+    assert run_check("wgmma", WGMMA, "sm_90a") == ""
+    msg = run_check("wgmma", WMMA_F16, "sm_90a")
+    assert_teacher_message(msg, r"warpgroup MMA \(wgmma\.mma_async: HGMMA", r"older GPUs \(HMMA.*\n    /\*\w+\*/ HMMA")
+    msg = run_check("wgmma", FFMA_GEMM, "sm_90a")
+    assert_teacher_message(msg, r"HGMMA", r"CUDA cores, for example:\n    /\*\w+\*/ FFMA")
+
+
+def test_wgmma_and_tma_are_undecided_off_sm90():
+    assert run_check("wgmma", WMMA_F16, "sm_80") is None and run_check("tma", SCALAR, "sm_80") is None
+
+
+def test_tma_passes_on_a_tensor_copy_and_a_bulk_copy_into_shared():
+    assert run_check("tma", TMA_LOAD, "sm_90a") == ""
+    assert run_check("tma", BULK_LOAD, "sm_90a") == ""
+
+
+def test_tma_fails_on_thread_loads_and_on_tma_stores_alone():
+    msg = run_check("tma", SCALAR, "sm_90a")
+    assert_teacher_message(msg, r"Tensor Memory Accelerator.*UTMALDG", r"load global memory themselves, for "
+                                                                       r"example:\n    /\*\w+\*/ LDG")
+    msg = run_check("tma", TMA_STORE_ONLY, "sm_90a")
+    assert_teacher_message(msg, r"UTMALDG", r"stores to global memory, which load nothing:\n    /\*\w+\*/ UTMASTG")
+
+
+def log_check(source, arch="sm_90a"):
+    """no_wgmma_serialization's message from NVRTC's log alone: no disassembler needed."""
+    course = course_or_skip()
+    prog = course.compile_for_arch(source, arch, use_cache=False)
+    return techniques.CHECKS["no_wgmma_serialization"].log(prog.log, prog.arch, "k")
+
+
+def test_no_wgmma_serialization_passes_a_pipeline_ptxas_keeps():
+    assert log_check(PIPELINED) == ""
+    assert log_check(WGMMA) == "" and log_check(SCALAR, "sm_80") == ""
+
+
+@pytest.mark.parametrize("source,reason,advice", [
+    (TOUCHED, r"serialized due to insufficient register resources", r"do not read, write or copy them in between"),
+    (NOT_INLINED, r"serialized due to wgmma pipeline crossing function boundary", r"__forceinline__"),
+])
+def test_no_wgmma_serialization_fails_with_ptxas_reason(source, reason, advice):
+    """ptxas says why it serialized (NVRTC's log keeps its notes); the message quotes it and says what to try."""
+    msg = log_check(source)
+    assert msg.startswith("Expected: k's wgmma instructions run as a pipeline") and "To try: " in msg, msg
+    assert re.search(r"\n    ptxas info : \(C75\d\d\) Potential Performance Loss: wgmma\.mma_async", msg), msg
+    assert re.search(reason, msg) and re.search(advice, msg), msg
+
+
+def test_no_wgmma_serialization_reads_the_graded_kernel_and_its_callees_only():
+    log = ("ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+           "wgmma pipeline crossing function boundary at a function call in the function 'other'\n"
+           "ptxas info    : Compiling entry function 'other' for 'sm_90a'\n"
+           "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n")
+    check = techniques.CHECKS["no_wgmma_serialization"].log
+    assert check(log, "sm_90a", "k") == ""
+    assert "crossing function boundary" in check(log.replace("'other'\n", "'_Z3mmaRf'\n", 1), "sm_90a", "k")
+
+
+def test_log_checks_are_decided_without_a_disassembler(monkeypatch):
+    """evaluate() decides a log check even where no SASS can be read."""
+    course = course_or_skip()
+    prog = course.compile_for_arch(NOT_INLINED, "sm_90a", use_cache=False)
+    monkeypatch.setattr(type(prog), "sass", lambda self: (_ for _ in ()).throw(FileNotFoundError("no nvdisasm")))
+    ex = with_fields("01_first_kernel", "saxpy", kernel="k", min_cc=(9, 0),
+                     techniques=("no_wgmma_serialization", "wgmma"))
+    by_name = {v.name: v for v in techniques.evaluate(ex, prog)}
+    assert by_name["no_wgmma_serialization"].passed is False
+    assert by_name["wgmma"].passed is None and "no nvdisasm" in by_name["wgmma"].message
 
 
 # -- the loader --------------------------------------------------------------------------------------
@@ -176,6 +316,9 @@ def with_fields(chapter, exercise, **fields):
     ({"techniques": "no_local_memory"}, r"should be a tuple of check names"),
     ({"required_techniques": ("no_bank_conflicts",)}, r"needs ncu counters.*cannot be required"),
     ({"techniques": ("distributed_shared",)}, r"needs sm_90 or newer: set min_cc=\(9, 0\)"),
+    ({"techniques": ("wgmma",)}, r"wgmma needs sm_90 or newer: set min_cc=\(9, 0\)"),
+    ({"required_techniques": ("tma",)}, r"tma needs sm_90 or newer"),
+    ({"techniques": ("no_wgmma_serialization",)}, r"needs sm_90 or newer"),
     ({"techniques": ("no_local_memory",), "required_techniques": ("no_local_memory",)}, r"in both"),
     ({"required_sass": "HMMA"}, r"list of SASS opcodes"),
 ])
