@@ -29,13 +29,29 @@ class CudaCell:
     options: tuple = ()       # --options, split as the magic splits them
     requires: str | None = None
     index: int = 0            # position among the notebook's cells (for messages)
+    includes: tuple = ()      # --include: cells of the same notebook compiled ahead of this one
+    arch: str | None = None   # --arch: a target the cell is pinned to (sm_90a for wgmma), else the GPU's
+
+    def prelude(self) -> dict:
+        """``prelude`` and ``prelude_name`` for the compilers: the ``--include``d cells' sources, in order (in a
+        notebook session, as they last ran)."""
+        if not self.includes:
+            return {}
+        from ._magic import cell_sources
+        cells = notebook_cells(REPO / self.notebook)
+        missing = [n for n in self.includes if n not in cells]
+        if missing:
+            raise CourseError(f"{self.notebook}: cell {self.key!r} includes {', '.join(missing)}, which no %%cuda cell "
+                              f"of the notebook defines (by --name)")
+        text = "\n".join(cell_sources.get(n, cells[n].source) for n in self.includes)
+        return {"prelude": text, "prelude_name": "+".join(self.includes)}
 
     def compile(self, *, options=(), arch=None):
         """The cell compiled for this GPU (or ``arch``) with its own options plus ``options``: a Module."""
         from ._launch import compile as compile_
         from ._sources import CELL_FIRST_LINE
-        return compile_(self.source, options=(*self.options, *options), arch=arch, name=f"{self.key}.cu",
-                        first_line=CELL_FIRST_LINE)
+        return compile_(self.source, options=(*self.options, *options), arch=arch or self.arch,
+                        name=f"{self.key}.cu", first_line=CELL_FIRST_LINE, **self.prelude())
 
     def kernel(self, name: str | None = None, *, options=()):
         """One kernel of the cell (default: the cell's only or first kernel), compiled: a `course.Kernel`."""
@@ -46,7 +62,7 @@ class CudaCell:
         from ._compile import compile_for_arch
         from ._sources import CELL_FIRST_LINE
         return compile_for_arch(self.source, arch, options=(*self.options, *options), name=f"{self.key}.cu",
-                                first_line=CELL_FIRST_LINE)
+                                first_line=CELL_FIRST_LINE, **self.prelude())
 
 
 def _magic_flags(line: str) -> dict:
@@ -83,8 +99,9 @@ def notebook_cells(path) -> dict:
         flags = _magic_flags(line)
         kernels = tuple(parse_kernels(body))
         key = flags.get("name") or (kernels[0] if kernels else f"cell{index}")
+        includes = tuple(n for n in (flags.get("include") or "").split(",") if n)
         cells[key] = CudaCell(shown, key, body, kernels, tuple(shlex.split(flags.get("options") or "")),
-                              flags.get("requires") or None, index)
+                              flags.get("requires") or None, index, includes, flags.get("arch") or None)
         for k in kernels:
             aliases.setdefault(k, cells[key])
     out = {**aliases, **cells}

@@ -274,7 +274,8 @@ def _store_cached(path: Path, meta: dict, cubin: bytes) -> None:
 
 
 def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
-                     name_expressions=(), use_cache: bool = True, first_line: int = 1) -> Program:
+                     name_expressions=(), use_cache: bool = True, first_line: int = 1, prelude: str = "",
+                     prelude_name: str = "prelude") -> Program:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC; no GPU needed.
 
     Parameters
@@ -293,6 +294,9 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
         The line number of the source's first line in what the student sees: 2 for the body of a
         ``%%cuda`` cell, whose line 1 is the magic line. Compile errors (the log and the numbered
         excerpt) and the line table use these numbers.
+    prelude : str
+        Source compiled ahead of ``source`` (a chapter's shared device functions: ``%%cuda --include``); its
+        lines are numbered in its own file ``prelude_name``, so messages about ``source`` keep their numbers.
 
     Raises
     ------
@@ -308,6 +312,8 @@ def compile_for_arch(source: str, arch, *, options=(), name: str = "kernel.cu",
         raise ValueError(f"`first_line` should be a line number (an int >= 1); got {first_line!r}")
     # #line makes NVRTC itself (its log, the -lineinfo table) count lines as the student's cell does
     text = source if first_line == 1 else f"#line {first_line}\n{source}"
+    if prelude:
+        text = f'#line 1 "{prelude_name}"\n{prelude}\n#line {first_line} "{name}"\n{source}'
     nvrtc = _nvrtc()
     version = nvrtc.getVersion()
     full = (f"-arch={arch}",) + DEFAULT_OPTIONS + tuple(f"-I{d}" for d in include_dirs()) + options

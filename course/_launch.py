@@ -97,6 +97,28 @@ class Kernel:
         from ._env import device_info
         return self.occupancy(block, shared_mem) * device_info().sm_count
 
+    def max_active_clusters(self, block, shared_mem: int = 0, cluster: int = 2) -> int:
+        """How many clusters of ``cluster`` blocks can run at once (sm_90). Less than SMs / cluster where a GPC's
+        SMs do not split evenly, or the blocks are large: a persistent cluster kernel launches this many, since
+        a cluster beyond them waits for a whole cluster to finish (cuda-python's cuOccupancyMaxActiveClusters)."""
+        from ._bindings import bindings
+        drv = bindings("driver", "Counting the clusters that fit at once")
+        self._ensure_dyn_smem(shared_mem)
+        x, y, z = _dim3(block, "block")
+        cfg = drv.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = x, y, z
+        cfg.sharedMemBytes = shared_mem
+        attr = drv.CUlaunchAttribute()
+        attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        cfg.attrs, cfg.numAttrs = [attr], 1
+        err, count = drv.cuOccupancyMaxActiveClusters(drv.CUfunction(self._fn.ptr), cfg)
+        if int(err) != 0:
+            raise LaunchError(f"{self.name}: cuOccupancyMaxActiveClusters refused ({getattr(err, 'name', err)}); "
+                              "clusters need compute capability 9.0")
+        return int(count)
+
     def _ensure_dyn_smem(self, shared_mem: int) -> None:
         if shared_mem <= self._dyn_limit:
             return
@@ -248,7 +270,7 @@ class Module:
 
 
 def compile(source: str, *, options=(), arch=None, name_expressions=(), name: str = "kernel.cu",
-            first_line: int | None = None) -> Module:
+            first_line: int | None = None, prelude: str = "", prelude_name: str = "prelude") -> Module:
     """Compile ``source`` for the current GPU (or ``arch``) and load it.
 
     ``first_line`` numbers compile errors (see `compile_for_arch`); by default a source that is the body
@@ -267,5 +289,6 @@ def compile(source: str, *, options=(), arch=None, name_expressions=(), name: st
         first_line = first_line_of(source)
     dev = device_info()
     prog = compile_for_arch(source, arch or dev.arch, options=options, name=name,
-                            name_expressions=name_expressions, first_line=first_line)
+                            name_expressions=name_expressions, first_line=first_line, prelude=prelude,
+                            prelude_name=prelude_name)
     return Module(prog)

@@ -19,6 +19,7 @@ _parser.add_argument("--name", default=None)
 _parser.add_argument("--no-run", action="store_true", dest="no_run")
 _parser.add_argument("--requires", default=None)
 _parser.add_argument("--quiet", action="store_true")
+_parser.add_argument("--include", default="")
 
 
 def _usage_error(msg):
@@ -36,7 +37,7 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
         args = _parser.parse_args(shlex.split(line))
     except SystemExit:
         raise _usage_error("%%cuda takes: [--arch sm_80] [--options \"-DN=4\"] [--name NAME] [--no-run] "
-                           "[--requires sm_80] [--quiet]") from None
+                           "[--requires sm_80] [--quiet] [--include NAME,...]") from None
     names = list(parse_kernels(cell))
     key = args.name or (names[0] if names else "cell")
     cell_sources[key] = cell
@@ -44,16 +45,26 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     have_gpu = gpu_available()
     arch = normalize_arch(args.arch) if args.arch else None
     requires = args.requires or declared_arch(cell)   # `// requires: sm_80` says the same as --requires
+    if requires and not arch and normalize_arch(requires).endswith("a"):
+        arch = normalize_arch(requires)   # an arch-specific target (sm_90a) is the one to build for
     if have_gpu and requires:
         need = normalize_arch(requires)
-        if device_info().cc < arch_cc(need):
-            print(f"This cell needs {need} or newer; this GPU is {device_info().arch}. It was compiled for "
+        if not _arch_satisfied(need):
+            print(f"This cell needs {need}{'' if need.endswith('a') else ' or newer'}; this GPU is {device_info().arch}. "
+                  f"It was compiled for "
                   f"{need} only, to show that it builds; the lesson's fallback path follows.")
             have_gpu, arch = False, need
     target = arch or (device_info().arch if have_gpu else normalize_arch(requires or "sm_80"))
+    includes = [n for n in args.include.split(",") if n]
+    missing = [n for n in includes if n not in cell_sources]
+    if missing:
+        raise _usage_error(f"This cell uses the device functions of the cell(s) {', '.join(missing)}: run the "
+                           f"`%%cuda --name {missing[0]}` cell above first.")
+    prelude = {"prelude": "\n".join(cell_sources[n] for n in includes), "prelude_name": "+".join(includes)} \
+        if includes else {}
     try:
         # IPython hands the magic the cell below its %%cuda line, which the notebook numbers line 1
-        prog = compile_for_arch(cell, target, options=options, first_line=CELL_FIRST_LINE)
+        prog = compile_for_arch(cell, target, options=options, first_line=CELL_FIRST_LINE, **prelude)
     except CompileError as exc:
         if args.no_run:
             print(str(exc))  # an exercise: the grader reports it too; let the notebook go on
@@ -84,10 +95,28 @@ def gpu_cell(line: str, cell: str, shell) -> None:
         # the grader has graded the kernels already, in its own processes: self-checks would only cost time
         print(f"Not run while the instructor autogrades: {line.strip() or 'this cell'}.")
         return
+    words = line.split()
+    need = words[1] if len(words) > 1 and words[0] == "--requires" else None
+    what = " ".join(words[2:] if need else words) or "this cell"
     if not gpu_available():
-        print(no_gpu_message(line.strip() or "this cell"))
+        print(no_gpu_message(what))
+        return
+    if need and not _arch_satisfied(need):
+        from ._env import device_info
+        print(f"Not run: {what} needs {need} (this GPU is {device_info().arch}); the recorded results below "
+              "show what it gives.")
         return
     shell.run_cell(cell)
+
+
+def _arch_satisfied(need: str) -> bool:
+    """Whether this GPU runs code built for ``need``: that compute capability or newer, or exactly it for an
+    arch-specific target (sm_90a's wgmma and setmaxnreg exist on Hopper only)."""
+    from ._compile import arch_cc, normalize_arch
+    from ._env import device_info
+    need = normalize_arch(need)
+    cc = device_info().cc
+    return cc == arch_cc(need) if need.endswith("a") else cc >= arch_cc(need)
 
 
 def _cell_name(line: str, magic: str, known) -> str:

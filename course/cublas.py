@@ -20,6 +20,7 @@ COMPUTE = {
     "tf32": (_CUDA_R_32F, np.float32, _CUDA_R_32F, np.float32, _COMPUTE_32F_FAST_TF32),
     "fp16": (_CUDA_R_16F, np.float16, _CUDA_R_16F, np.float16, _COMPUTE_32F),
     "bf16": (_CUDA_R_16BF, np.uint16, _CUDA_R_16BF, np.uint16, _COMPUTE_32F),
+    "bf16_f32": (_CUDA_R_16BF, np.uint16, _CUDA_R_32F, np.float32, _COMPUTE_32F),   # BF16 in, FP32 out
 }
 
 
@@ -67,8 +68,9 @@ def gemm(a, b, out=None, *, compute: str = "fp32", alpha: float = 1.0, beta: flo
     a, b : cupy.ndarray
         Row-major ``(M, K)`` and ``(K, N)``; dtype float32 for "fp32"/"tf32", float16 for "fp16",
         uint16 bf16 bits for "bf16".
-    compute : {"fp32", "tf32", "fp16", "bf16"}
-        "fp32" is pedantic FP32 (no tensor cores); "tf32" rounds inputs to TF32 on tensor cores.
+    compute : {"fp32", "tf32", "fp16", "bf16", "bf16_f32"}
+        "fp32" is pedantic FP32 (no tensor cores); "tf32" rounds inputs to TF32 on tensor cores; "bf16_f32"
+        takes BF16 inputs and writes an FP32 ``out`` (the graded GEMMs of chapter 13 write FP32).
     """
     import cupy
     if compute not in COMPUTE:

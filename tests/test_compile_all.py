@@ -2,7 +2,9 @@
 
 Kernels come from solutions/**/*.cu and from every `%%cuda` cell of every chapter and exercise
 notebook. A kernel that needs a newer GPU says so: a .cu file on its first line (`// requires: sm_80`),
-a cell with `%%cuda --requires sm_80` (or `--arch`); lower archs are then skipped with that reason.
+a cell with `%%cuda --requires sm_80` (or `--arch`); lower archs are then skipped with that reason. An
+arch-specific target (`sm_90a`: a cell's `--arch`, a file's `// requires: sm_90a`, or the `arch` of the exercise
+a solution belongs to) is compiled for exactly that arch, at its compute capability only.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class Kernel:
     requires: str | None = None
     arch: str | None = None
     options: tuple[str, ...] = ()
+    prelude: str = ""   # the cells it names with --include, compiled ahead of it
 
 
 def cc(arch: str) -> int:
@@ -43,30 +46,50 @@ def parse_cuda_line(line: str) -> dict:
     flags: dict = {}
     for i, word in enumerate(words):
         key, _, value = word.partition("=")
-        if key in ("--requires", "--arch", "--options"):
+        if key in ("--requires", "--arch", "--options", "--include", "--name"):
             flags[key[2:]] = value or (words[i + 1] if i + 1 < len(words) else "")
     return flags
 
 
+def exercise_archs() -> dict:
+    """solutions/<chapter>/<file> -> the arch-specific target its exercise pins (`Exercise.arch`, e.g. sm_90a):
+    the grader compiles that reference for exactly this arch, so this test does too."""
+    from autograder.loader import chapters, load_chapter
+    out = {}
+    for ch in chapters():
+        try:
+            exercises = load_chapter(ch)
+        except Exception:   # a spec that does not load fails its own tests (check-specs)
+            continue
+        out.update({f"solutions/{ch}/{ex.source_file}": ex.arch for ex in exercises if getattr(ex, "arch", None)})
+    return out
+
+
 def solution_kernels() -> list[Kernel]:
-    found = []
+    found, archs = [], exercise_archs()
     for path in sorted((REPO / "solutions").rglob("*.cu")):
         text = path.read_text(encoding="utf-8")
-        found.append(Kernel(rel(path), text, requires=declared_arch(text)))
+        requires = declared_arch(text)
+        # `// requires: sm_90a` names an arch-specific target: compiled for exactly it, like an exercise's arch
+        arch = archs.get(rel(path)) or (requires if requires and requires.endswith("a") else None)
+        found.append(Kernel(rel(path), text, requires=requires, arch=arch))
     return found
 
 
 def notebook_kernels(nb: dict, where: str) -> list[Kernel]:
-    found = []
+    found, named = [], {}
     for i, cell in enumerate(nb["cells"]):
         src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         if cell["cell_type"] != "code" or not src.startswith("%%cuda"):
             continue
         line, _, body = src.partition("\n")
         flags = parse_cuda_line(line)
+        if flags.get("name"):
+            named[flags["name"]] = body
+        prelude = "\n".join(named[n] for n in flags.get("include", "").split(",") if n)
         found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires") or declared_arch(body),
                             arch=flags.get("arch"),
-                            options=tuple(shlex.split(flags.get("options", "")))))
+                            options=tuple(shlex.split(flags.get("options", ""))), prelude=prelude))
     return found
 
 
@@ -84,6 +107,8 @@ def test_compiles(kernel: Kernel, arch: str):
     for need in (kernel.requires, kernel.arch):
         if need and cc(arch) < cc(need):
             pytest.skip(f"requires {need}")
+    if kernel.arch and kernel.arch.endswith("a") and cc(arch) != cc(kernel.arch):
+        pytest.skip(f"{kernel.arch} is an arch-specific target: compiled for its own GPU only")
     # A cell pinned to an arch-specific target (sm_90a for wgmma) compiles for exactly that.
     target = kernel.arch if kernel.arch and cc(kernel.arch) == cc(arch) else arch
     program = compile_kernel(kernel, target)
@@ -93,7 +118,7 @@ def test_compiles(kernel: Kernel, arch: str):
 def compile_kernel(kernel: Kernel, arch: str):
     name = kernel.where.rsplit("/", 1)[-1].replace(":", "_")
     return import_course().compile_for_arch(
-        kernel.source, arch, options=kernel.options,
+        kernel.source, arch, options=kernel.options, prelude=kernel.prelude,
         name=name if name.endswith(".cu") else f"{name}.cu")
 
 
@@ -131,7 +156,8 @@ def test_student_version_compiles(path, tmp_path):
 def test_requires_flags_parse():
     """Are `%%cuda` flags read the same in both spellings, --flag value and --flag=value?"""
     assert parse_cuda_line('%%cuda --requires sm_80 --name k --options "-DT=4 -O3"') == \
-        {"requires": "sm_80", "options": "-DT=4 -O3"}
+        {"requires": "sm_80", "name": "k", "options": "-DT=4 -O3"}
+    assert parse_cuda_line("%%cuda --name s --include parts,more") == {"name": "s", "include": "parts,more"}
     assert parse_cuda_line("%%cuda --arch=sm_90a --no-run") == {"arch": "sm_90a"}
     assert declared_arch("// requires: sm_80\nint x;") == "sm_80"
     assert declared_arch("// needs sm_80") is None and declared_arch("int x;\n// requires: sm_80") is None
