@@ -29,7 +29,7 @@ def _usage_error(msg):
 
 def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     """Compile ``cell``; put its kernels in ``namespace``; return them. Used by the `%%cuda` magic."""
-    from ._compile import declared_arch, arch_cc, compile_for_arch, normalize_arch, resource_lines
+    from ._compile import declared_arch, compile_for_arch, normalize_arch, resource_lines
     from ._env import device_info, gpu_available
     from ._launch import Module
     from ._signature import parse_kernels
@@ -50,9 +50,9 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
     if have_gpu and requires:
         need = normalize_arch(requires)
         if not _arch_satisfied(need):
-            print(f"This cell needs {need}{'' if need.endswith('a') else ' or newer'}; this GPU is {device_info().arch}. "
-                  f"It was compiled for "
-                  f"{need} only, to show that it builds; the lesson's fallback path follows.")
+            newer = "" if need.endswith("a") else " or newer"
+            print(f"This cell needs {need}{newer}; this GPU is {device_info().arch}. It was compiled for {need} "
+                  "only, to show that it builds; the lesson's fallback path follows.")
             have_gpu, arch = False, need
     target = arch or (device_info().arch if have_gpu else normalize_arch(requires or "sm_80"))
     includes = [n for n in args.include.split(",") if n]

@@ -38,8 +38,8 @@ LADDER = {
 
 def grid_of(step: str, kernel, m: int, n: int):
     """The step's grid for an M x N result: one block per tile, or a persistent grid (one block per SM, or as
-    many clusters of two as can run at once: a cluster that waits for a free pair of SMs would run its whole
-    share of tiles after the others, doubling the time)."""
+    many clusters of two as can run at once: a cluster that waited for a free pair of SMs would start its share
+    of the tiles only when a whole cluster had finished)."""
     threads, smem, _, _, kind, _, _ = LADDER[step]
     tiles = course.grid_for(n, 256) * course.grid_for(m, 128)
     if kind == "tiles64":

@@ -43,6 +43,38 @@ def test_requires_flag_compiles_for_that_arch(capsys):
     assert "for sm_90" in capsys.readouterr().out
 
 
+def test_include_compiles_the_named_cell_ahead_and_keeps_line_numbers(capsys):
+    """Does --include compile another cell's device functions ahead of this one, refuse a cell not yet run, and
+    number an error in this cell by this cell's lines?"""
+    from IPython.core.error import UsageError
+    _magic.cuda_cell("--name parts_t", "__device__ float one() { return 1.0f; }", {})
+    user = 'extern "C" __global__ void k2(float* y) { y[threadIdx.x] = one(); }'
+    _magic.cuda_cell("--name step_t --include parts_t", user, {})
+    assert "Compiled k2" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="run the `%%cuda --name never_run` cell above first"):
+        _magic.cuda_cell("--include never_run", user, {})
+    with pytest.raises(UsageError) as ei:
+        _magic.cuda_cell("--include parts_t", "int a;\n" + user.replace("one()", "two()"), {})
+    assert ">   3 |" in str(ei.value) and "two" in str(ei.value)
+
+
+def test_arch_specific_requirements_mean_that_gpu_only(monkeypatch, capsys):
+    """Is sm_90a satisfied by an sm_90 GPU only (not sm_80, not sm_100), sm_90 by it and newer, and does
+    %%gpu --requires sm_90a skip with one sentence elsewhere?"""
+    from types import SimpleNamespace
+    for cc, exact, at_least in (((9, 0), True, True), ((8, 0), False, False), ((10, 0), False, True)):
+        monkeypatch.setattr(_env, "device_info", lambda cc=cc: SimpleNamespace(cc=cc, arch=f"sm_{cc[0]}{cc[1]}"))
+        assert _magic._arch_satisfied("sm_90a") is exact and _magic._arch_satisfied("sm_90") is at_least
+
+    class Shell:
+        def run_cell(self, cell):
+            raise AssertionError("must not run")
+    monkeypatch.setattr(_env, "gpu_available", lambda: True)
+    _magic.gpu_cell("--requires sm_90a time the ladder", "1/0", Shell())
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("Not run: time the ladder needs sm_90a (this GPU is sm_100)") and out.count("\n") == 0
+
+
 def test_bad_magic_arguments():
     """Does an unknown option give a usage line?"""
     from IPython.core.error import UsageError
