@@ -4,6 +4,7 @@ calls whose arguments the student writes as data).
 Specs live in autograder/specs/NN_topic.py (format: autograder/SPEC_FORMAT.md). Importing this package
 never imports CuPy or touches CUDA; grading happens in spawned child processes.
 """
+from .buffers import sample_inputs
 from .launchcfg import launch_from_source
 from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
@@ -19,7 +20,7 @@ from .tensormaps import TensorMap
 __all__ = [
     "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "TensorMap", "Uniform", "Tolerance", "Points",
     "Pipeline", "LARGER_THAN_L2",
-    "cdiv", "SpecError", "launch_from_source", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
+    "cdiv", "SpecError", "launch_from_source", "sample_inputs", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "grade_class", "Session", "TRACE_ENV", "summarise_trace",
     "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",

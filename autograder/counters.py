@@ -104,7 +104,7 @@ def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int
     names = counter_checks(ex)
     if not names:
         return []
-    from course.ncu import denied, ncu_path, parse_ncu_csv, run_profiled
+    from course.ncu import PERMISSION_HELP, denied, ncu_path, parse_ncu_csv, run_profiled
     ncu = ncu or ncu_path()
     if ncu is None:
         return _not_checked(names, "Nsight Compute (ncu) is not installed on the grading machine. Measure it "
@@ -129,8 +129,7 @@ def measure(ex, program: dict, cfg: dict, seed: int, private: str, l2_bytes: int
     log = Path(log_file).read_text(errors="replace") if Path(log_file).exists() else ""
     words, label, launched = log + "\n" + out, ex.size_label(sizes), Path(marker).exists()
     if denied(words):
-        return _not_checked(names, "the grading machine does not let this user read the GPU's performance "
-                                   "counters (ERR_NVGPUCTRPERM); an administrator can allow it.")
+        return _not_checked(names, f"on the grading machine, {PERMISSION_HELP}.")
     try:
         child = json.loads(Path(verdict_file).read_text())
     except (OSError, ValueError):

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["ncu_path", "parse_ncu_csv", "NcuResult", "run_ncu", "run_profiled", "denied"]
+__all__ = ["ncu_path", "parse_ncu_csv", "NcuResult", "run_ncu", "run_profiled", "denied", "PERMISSION_HELP"]
 
 
 _NCU_GUESSES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu", "/usr/bin/ncu")
@@ -79,6 +79,9 @@ class NcuResult:
 
 
 _PERMISSION = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
+# one wording wherever the counters are refused: the lesson's profile, its model check, the grader's counter checks
+PERMISSION_HELP = ("this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM, usual on Colab and "
+                   "shared machines); an administrator can allow it, as NVIDIA's 'ERR_NVGPUCTRPERM' page explains")
 
 
 def denied(output: str) -> bool:
@@ -128,9 +131,8 @@ def run_ncu(script: str, metrics, *, kernel: str, launches: int = 1, timeout: fl
     if code is None:
         return NcuResult({}, f"ncu did not finish within {timeout:.0f} s.")
     if denied(out):
-        return NcuResult({}, "Nsight Compute is installed but this user may not read the GPU's performance "
-                             "counters (ERR_NVGPUCTRPERM); an administrator can allow it (NVIDIA's "
-                             "'ERR_NVGPUCTRPERM' page), so only the model's count is shown.", out)
+        return NcuResult({}, f"Nsight Compute is installed, but {PERMISSION_HELP}. Only the model's count is "
+                             "shown.", out)
     rows = parse_ncu_csv(out)
     got: dict = {}
     by_kernel: dict = {}

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from ._errors import LaunchError, NoGPUError
-from .ncu import ncu_path, parse_ncu_csv, run_ncu
+from .ncu import PERMISSION_HELP, ncu_path, parse_ncu_csv, run_ncu
 
 __all__ = ["SECTIONS", "STALL_REASONS", "STALL_METRIC", "Profile", "profile", "recorded_profile", "derive",
            "metrics_for", "metrics_from_rows", "profiles_dir", "save_recording", "load_recording", "recording_run"]
@@ -360,9 +360,7 @@ fn(tuple(spec["grid"]), tuple(spec["block"]), tuple(args), shared_mem=spec["shar
 cupy.cuda.Device().synchronize()
 '''
 
-_PERM = ("Nsight Compute is installed, but this user may not read the GPU's performance counters "
-         "(ERR_NVGPUCTRPERM; usual on Colab and shared machines). An administrator can allow it: see NVIDIA's "
-         "'ERR_NVGPUCTRPERM' page.")
+_PERM = f"Nsight Compute is installed, but {PERMISSION_HELP}."
 
 
 def _ncu_version(ncu: str) -> str:

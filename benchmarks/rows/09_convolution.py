@@ -34,11 +34,10 @@ def _const_launch(n):
 
 
 def _waves_inputs(ex, n, seed):
-    """x, d, w, c drawn by the spec's own generators (w x exact in float32), on the host, in signature order."""
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    return {p.name: p.gen(rng, (n,) if p.name == "x" else (WAVES_TERMS,), np.float32)
-            for p in ex.params if p.name in ("x", "d", "w", "c")}
+    """x, d, w, c as the grader draws them (autograder.sample_inputs), in signature order; and all of it."""
+    from autograder import sample_inputs
+    v = sample_inputs(ex, {"n": n}, seed)
+    return [v[k] for k in ("x", "d", "w", "c")], v
 
 
 def _waves_rows(ctx) -> list:
@@ -52,8 +51,8 @@ def _waves_rows(ctx) -> list:
     kernels = {"reference": course.compile(course.solution_source(STEM, "damped_waves")).kernel("damped_waves"),
                "starter": course.notebook_cells(EXERCISE)["damped_waves_starter"].kernel()}
     for n in WAVES_CHECK:
-        v = _waves_inputs(ex, n, seed=n)
-        args = [cupy.asarray(a) for a in v.values()]
+        ins, v = _waves_inputs(ex, n, seed=n)
+        args = [cupy.asarray(a) for a in ins]
         want = ex.reference(v)["y"].astype(np.float32)
         for name, k in kernels.items():
             y = cupy.full(n, np.nan, dtype=cupy.float32)
@@ -62,7 +61,7 @@ def _waves_rows(ctx) -> list:
             assert ok, f"damped_waves {name} wrong at n={n}: {ok.message}"
     n = ex.speed_size["n"]                    # the grader's launch at its speed size
     grid, block = ex.launch({"n": n}, ex.launch_defaults)[:2]
-    args = [cupy.asarray(a) for a in _waves_inputs(ex, n, seed=13).values()]
+    args = [cupy.asarray(a) for a in _waves_inputs(ex, n, seed=13)[0]]
     y = cupy.empty(n, dtype=cupy.float32)
     t = ctx.interleaved({name: (lambda k=k: k(grid, block, *args, y, n)) for name, k in kernels.items()})
     rate = {name: n * WAVES_TERMS / r.median_ms / 1e6 for name, r in t.items()}     # G terms/s
