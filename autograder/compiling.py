@@ -66,6 +66,7 @@ def compile_task(task: dict) -> dict:
     from .loader import get_exercise
     from .source_check import scrub_log
     from .techniques import evaluate as evaluate_techniques
+    from .tensormaps import ptx_problem
     ex = get_exercise(task["chapter"], task["exercise"])
     arch = task["arch"]
     try:
@@ -80,6 +81,9 @@ def compile_task(task: dict) -> dict:
             "grader loads: a large initialized __device__ or __constant__ array? Compute such data at run time.")}
     if ex.kernel not in student.kernel_names:
         return {"status": "compile error", "message": f"no kernel named {ex.kernel!r} in the compiled source"}
+    problem = ptx_problem(ex, student.ptx)
+    if problem:
+        return {"status": "compile error", "message": problem}
     notes = []
     res = student.resources.get(ex.kernel)
     if res is not None and (res.spill_stores or res.spill_loads):

@@ -76,15 +76,15 @@ def py_value(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def kernel_args(ex, arrays: dict, scalars: dict, cfg: dict | None = None) -> list:
+def kernel_args(ex, arrays: dict, scalars: dict, cfg: dict) -> list:
     """The kernel's arguments in C order; `Constant` arrays are not arguments (see `set_constants`).
 
     A `TensorMap` param's argument is the TMA map of ``arrays[name]`` (that very buffer: the map holds its
-    address), its box from the launch configuration ``cfg`` the kernel runs with (``launch_defaults`` when
-    None). Encoding a map is a driver call: make the arguments before a timed region, not inside it.
+    address), its box from the launch configuration ``cfg`` this kernel runs with: the student's LAUNCH for the
+    student's kernel, ``launch_defaults`` for the reference. Encoding a map is a driver call: make the
+    arguments before a timed region, not inside it.
     """
     from .tensormaps import TensorMap, argument
-    cfg = ex.launch_defaults if cfg is None else cfg
     return [py_value(scalars[p.name]) if isinstance(p, Scalar) else
             argument(p, arrays[p.name], cfg) if isinstance(p, TensorMap) else arrays[p.name]
             for p in ex.kernel_params]

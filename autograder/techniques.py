@@ -189,9 +189,14 @@ def _tensor_cores(instrs, res, arch, kernel) -> str:
 _GENERIC = ("LD", "ST", "ATOM", "RED")
 
 
-def _distributed_shared(instrs, res, arch, kernel) -> str | None:
+def _on_sm90(arch) -> bool:
+    """Whether ``arch`` (sm_90 or sm_90a) is the GPU whose SASS spellings the sm_90 checks know."""
     from course import arch_cc
-    if arch_cc(arch) != (9, 0):
+    return arch_cc(arch) == (9, 0)
+
+
+def _distributed_shared(instrs, res, arch, kernel) -> str | None:
+    if not _on_sm90(arch):
         return None
     # sm_90 has no opcode of its own for distributed shared memory: mapa puts the block's rank into the top
     # byte of a shared-window address (PRMT/UPRMT with selector 0x654, the window from SR_SWINHI), and the
@@ -212,12 +217,7 @@ def _distributed_shared(instrs, res, arch, kernel) -> str | None:
             "add into it with atomicAdd through that pointer, between cluster.sync() calls.")
 
 
-_GMMA = re.compile(r"[HIQB]GMMA")
-
-
-def _on_sm90(arch) -> bool:
-    from course import arch_cc
-    return arch_cc(arch) == (9, 0)
+_GMMA = re.compile(r"[HIQB]GMMA")   # the warpgroup forms among _TENSOR's
 
 
 def _wgmma(instrs, res, arch, kernel) -> str | None:
@@ -238,7 +238,9 @@ def _wgmma(instrs, res, arch, kernel) -> str | None:
     return (f"Expected: {kernel} multiplies with Hopper's warpgroup MMA (wgmma.mma_async: HGMMA in SASS): the four "
             f"warps of a warpgroup issue one tensor-core operation that reads its tiles from shared memory. Found: "
             f"{_found(found)}\nTo try: issue wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 from all 128 threads "
-            "of a warpgroup, with shared-memory descriptors of the A and B tiles (course.wgmma builds them), between "
+            "of a warpgroup, with shared-memory descriptors of the A and B tiles (64-bit values the kernel builds "
+            "from each tile's shared address, as chapter 13's desc_sw128 does; course.wgmma.descriptor shows the "
+            "bits), between "
             "wgmma.fence.sync.aligned and wgmma.commit_group / wgmma.wait_group, as chapter 13 does; check that the "
             "path is compiled in (the exercise compiles for sm_90a) and reached.")
 
@@ -268,9 +270,16 @@ def _tma(instrs, res, arch, kernel) -> str | None:
             "phase (mbarrier.try_wait.parity) before reading the tile.")
 
 
-_SERIALIZED = re.compile(r"Potential Performance Loss: wgmma\.mma_async instructions are serialized due to (.*?)"
-                         r"(?: in the function '([^'\n]*)')?\.?[ \t]*$")
-_ENTRY = re.compile(r"Compiling entry function '([^'\n]*)'")
+_SERIALIZED = re.compile(r"^ptxas\b.*Potential Performance Loss: wgmma\.mma_async instructions are serialized due "
+                         r"to (.*?)(?: in the function '([^'\n]*)')?\.?[ \t]*$")
+# the module's kernels, from the PTX the compiler wrote: never from the log, whose front-end diagnostics quote
+# text the student chose (a `#warning Compiling entry function '_Z6helperv'` would otherwise pass for ptxas)
+_PTX_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)", re.M)
+
+
+def ptx_entries(ptx: str) -> frozenset:
+    """The names of the kernels (``.entry``) a module's PTX defines."""
+    return frozenset(_PTX_ENTRY.findall(ptx or ""))
 _SERIALIZED_ADVICE = (
     ("crossing function boundary", "a wgmma and its commit and wait must sit in one function: declare every helper "
      "that issues wgmma, or touches the accumulators in between, __forceinline__ (a call to a __noinline__ one, "
@@ -291,11 +300,12 @@ _SERIALIZED_ADVICE = (
 )
 
 
-def _no_wgmma_serialization(log, arch, kernel) -> str:
+def _no_wgmma_serialization(log, arch, kernel, entries=frozenset()) -> str:
     """Decided from ptxas's notes in NVRTC's log (compiled with -Xptxas=-v, as every grading is): ptxas says
     "(C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to <why> in the
-    function '<name>'" for the kernel itself, or for a device function it calls that was not inlined."""
-    entries = set(_ENTRY.findall(log))
+    function '<name>'" for the kernel itself, or for a device function it calls that was not inlined. A note
+    about another kernel of the module (``entries``, from its PTX) is not the graded kernel's; with no PTX to
+    tell them apart, every note counts."""
     found = []   # (why, the log's line) for the graded kernel, or a device function (not another kernel)
     for line in log.splitlines():
         m = _SERIALIZED.search(line)
@@ -390,7 +400,7 @@ def evaluate(ex, program) -> list:
     res = program.resources.get(ex.kernel)
     for check, required in wanted:
         if check.where == "log":   # the compiler's log is there whether or not a disassembler is
-            message = check.log(program.log or "", program.arch, ex.kernel)
+            message = check.log(program.log or "", program.arch, ex.kernel, ptx_entries(program.ptx))
             out.append(Verdict(check.name, not message, message, required))
             continue
         if problem:

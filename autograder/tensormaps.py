@@ -27,12 +27,14 @@ import numpy as np
 from .spec import POISON_DEFAULT, In, Out, SpecError, did_you_mean, names_in
 
 __all__ = ["TensorMap", "TensorMapIn", "TensorMapOut", "MAP_TYPES", "HostMap", "argument", "maps_of",
-           "validate", "launch_problem", "param_problem", "prepare_driver", "runs_on", "arch_requirement"]
+           "validate", "launch_problem", "param_problem", "ptx_problem", "prepare_driver", "runs_on",
+           "arch_requirement"]
 
 MAP_TYPES = ("TensorMap", "CUtensorMap")   # the struct a kernel may declare a map parameter as
 # what the skip message says an arch-specific target needs (others get a sentence made from the arch)
-_ARCH_NEEDS = {"sm_90a": "an sm_90 GPU (H100, H200): wgmma and TMA exist only in the sm_90a target"}
-_ARCH_GPUS = {"sm_90a": "an H100 or H200"}
+# arch -> (what the skip message says it needs, the GPUs to regrade on); others get sentences made from the arch
+_ARCH_WORDS = {"sm_90a": ("an sm_90 GPU (H100, H200): wgmma and TMA exist only in the sm_90a target",
+                          "an H100 or H200")}
 
 
 def _build(name, dtype, shape, box=None, swizzle="none", role="in", gen=None, fill=POISON_DEFAULT):
@@ -136,18 +138,17 @@ def prepare_driver(ex) -> None:
 
 def runs_on(ex, cc) -> bool:
     """Whether a GPU of compute capability ``cc`` can grade ``ex`` (its ``min_cc``, and its ``arch``'s one cc)."""
-    from course import arch_cc
-    cc = tuple(int(x) for x in cc)
+    from course import arch_runs_on
     arch = getattr(ex, "arch", None)
-    return cc >= tuple(ex.min_cc) and (not arch or cc == arch_cc(arch))
+    return tuple(int(x) for x in cc) >= tuple(ex.min_cc) and (not arch or arch_runs_on(arch, cc))
 
 
 def arch_requirement(arch: str) -> tuple:
     """(what the target needs, which GPUs to regrade on), for the skip message."""
     from course import arch_cc
     major, minor = arch_cc(arch)
-    return (_ARCH_NEEDS.get(arch, f"an sm_{major}{minor} GPU: the {arch} target it is compiled for runs on that "
-                                  "compute capability only"), _ARCH_GPUS.get(arch, f"an sm_{major}{minor} GPU"))
+    return _ARCH_WORDS.get(arch, (f"an sm_{major}{minor} GPU: the {arch} target it is compiled for runs on that "
+                                  "compute capability only", f"an sm_{major}{minor} GPU"))
 
 
 # -- spec validation --------------------------------------------------------------------------------------
@@ -246,7 +247,9 @@ def launch_problem(ex, cfg: dict) -> str:
         try:
             box = p.box_for(cfg)
         except (KeyError, TypeError, ValueError):
-            return f"the TMA box of {p.name} is {p.box!r}, and LAUNCH {cfg} does not give those values as ints"
+            bad = [b for b in p.box if isinstance(b, str) and not isinstance(cfg.get(b), int)]
+            return (f"the TMA box of {p.name} is {p.box!r}, so LAUNCH must give "
+                    f"{' and '.join(f'{b} as an int (got {cfg.get(b)!r})' for b in bad) or 'ints'}")
         why = box_problem(box, p.np_dtype.itemsize, p.swizzle)
         if why:
             keys = [b for b in p.box if isinstance(b, str)]
@@ -276,6 +279,25 @@ def param_problem(i: int, p, theirs, source: str, expected: str) -> str:
     if words[0] == "TensorMap" and not _aligned_struct(source):
         return (f"the struct TensorMap of parameter {i} must be 64-byte aligned, as the TMA reads maps: declare it "
                 f"`{struct}`")
+    return ""
+
+
+def ptx_problem(ex, ptx: str) -> str:
+    """'' when every map parameter of ``ex.kernel`` compiled to exactly the 128 bytes, 64-byte aligned, that the
+    grader passes. Decided from the PTX the compiler wrote, after the source's own spelling passed
+    `param_problem`: a struct of another size under the same name (a typedef) would make the driver copy that
+    many bytes from the grader's process into the kernel's parameters."""
+    maps = [(i, p) for i, p in enumerate(ex.kernel_params) if isinstance(p, TensorMap)]
+    entry = re.search(rf"\.entry\s+{re.escape(ex.kernel)}\s*\(([^)]*)\)", ptx or "") if maps else None
+    for i, p in maps if entry else ():
+        m = re.search(rf"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+{re.escape(ex.kernel)}_param_{i}\b(?:\[(\d+)\])?",
+                      entry.group(1))
+        align, size = (int(m.group(1) or 0), int(m.group(3) or 0)) if m else (0, 0)
+        if align < 64 or size != 128:
+            return (f"parameter {i} ({p.name}) compiled to {size or 'a scalar of'} bytes aligned to {align}; a TMA map "
+                    f"is exactly 128 bytes aligned to 64, which is what the grader passes. Declare "
+                    f"`struct alignas(64) TensorMap {{ unsigned long long opaque[16]; }};` and the parameter as "
+                    f"`const __grid_constant__ TensorMap {p.name}`.")
     return ""
 
 

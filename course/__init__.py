@@ -9,8 +9,8 @@ Importing it touches no GPU; functions that need one raise `NoGPUError` with a c
 from ._cells import CudaCell, lesson_cell, lesson_cells, notebook_cells, solution_source
 from ._ceilings import Ceilings, ceilings, measure_ceilings, recorded_ceilings
 from ._check import CheckResult, assert_close, check, default_tolerance
-from ._compile import (Program, Resources, arch_cc, compile_for_arch, declared_arch, normalize_arch, sass_of,
-                       sass_opcodes)
+from ._compile import (Program, Resources, arch_cc, arch_runs_on, compile_for_arch, declared_arch, normalize_arch,
+                       sass_of, sass_opcodes, target_for)
 from ._env import (FEATURES, DeviceInfo, device_info, gpu_available, gpu_slug, no_gpu_message, require,
                    supports)
 from ._errors import CheckError, CompileError, CourseError, FeatureUnavailable, LaunchError, NoGPUError
@@ -31,7 +31,7 @@ from .profile import Profile, profile, recorded_profile
 __all__ = [
     "BenchResult", "CELL_FIRST_LINE", "first_line_of", "Ceilings", "CudaCell", "access", "cublas", "fp", "gemm", "l2", "ncu", "plots", "results", "source", "streams", "tma", "variants", "wgmma", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
-    "Resources", "arch_cc", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
+    "Resources", "arch_cc", "arch_runs_on", "target_for", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",
     "grid_for", "include_dirs", "interleaved", "lesson_cell", "lesson_cells", "load_ipython_extension", "measure_ceilings",
     "missing_headers", "no_gpu_message", "notebook_cells", "nvidia_smi", "occupancy", "pcie_link", "power_w", "Profile", "profile",

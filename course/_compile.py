@@ -24,6 +24,7 @@ from ._headers import include_dirs
 from ._signature import parse_kernels
 
 __all__ = ["Program", "Resources", "compile_for_arch", "declared_arch", "cache_dir", "sass_of", "sass_opcodes", "normalize_arch", "arch_cc",
+           "arch_runs_on", "target_for",
            "DEFAULT_OPTIONS", "LOCAL_MEMORY_NOTE", "resource_lines"]
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
@@ -121,6 +122,24 @@ def arch_cc(arch) -> tuple:
     """'sm_90a' -> (9, 0); 'sm_100' -> (10, 0)."""
     digits = re.search(r"(\d+)", normalize_arch(arch)).group(1)
     return int(digits[:-1]), int(digits[-1])
+
+
+def arch_runs_on(arch, cc) -> bool:
+    """Whether code built for ``arch`` runs on a GPU of compute capability ``cc``: that one or newer, but exactly
+    that one for an arch-specific target (sm_90a: wgmma and setmaxnreg exist on Hopper only)."""
+    need, cc = arch_cc(arch), tuple(int(x) for x in cc)
+    return cc == need if normalize_arch(arch).endswith("a") else cc >= need
+
+
+def target_for(arch, needs) -> str | None:
+    """The target to build code that ``needs`` an arch (``// requires:``, ``--arch``, ``Exercise.arch``) when
+    building for ``arch``: ``arch`` itself, or ``needs`` where it is an arch-specific target of the same GPU;
+    None where ``arch``'s GPUs cannot run it."""
+    if not needs:
+        return normalize_arch(arch)
+    if not arch_runs_on(needs, arch_cc(arch)):
+        return None
+    return normalize_arch(needs) if normalize_arch(needs).endswith("a") else normalize_arch(arch)
 
 
 def cache_dir() -> Path:

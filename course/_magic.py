@@ -110,13 +110,10 @@ def gpu_cell(line: str, cell: str, shell) -> None:
 
 
 def _arch_satisfied(need: str) -> bool:
-    """Whether this GPU runs code built for ``need``: that compute capability or newer, or exactly it for an
-    arch-specific target (sm_90a's wgmma and setmaxnreg exist on Hopper only)."""
-    from ._compile import arch_cc, normalize_arch
+    """Whether this GPU runs code built for ``need`` (`course.arch_runs_on`)."""
+    from ._compile import arch_runs_on
     from ._env import device_info
-    need = normalize_arch(need)
-    cc = device_info().cc
-    return cc == arch_cc(need) if need.endswith("a") else cc >= arch_cc(need)
+    return arch_runs_on(need, device_info().cc)
 
 
 def _cell_name(line: str, magic: str, known) -> str:

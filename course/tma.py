@@ -108,8 +108,10 @@ def tensor_map(array, box, *, swizzle: str = "none") -> np.void:
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     if int(err) != 0:
-        raise FeatureUnavailable(f"cuTensorMapEncodeTiled refused the map: {getattr(err, 'name', err)} "
-                                 "(TMA needs compute capability 9.0 or newer).")
+        raise FeatureUnavailable(f"cuTensorMapEncodeTiled refused the map of a {rows} x {cols} {name} array "
+                                 f"(row pitch {pitch} bytes, box {tuple(box)}, swizzle {swizzle}): "
+                                 f"{getattr(err, 'name', err)}. TMA needs compute capability 9.0 or newer; on such "
+                                 "a GPU, check the box against the array and the swizzle.")
     out = np.zeros((), dtype=map_dtype())
     out["opaque"] = [int(w) for w in tmap.opaque]
     return out[()]

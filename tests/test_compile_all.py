@@ -70,9 +70,7 @@ def solution_kernels() -> list[Kernel]:
     for path in sorted((REPO / "solutions").rglob("*.cu")):
         text = path.read_text(encoding="utf-8")
         requires = declared_arch(text)
-        # `// requires: sm_90a` names an arch-specific target: compiled for exactly it, like an exercise's arch
-        arch = archs.get(rel(path)) or (requires if requires and requires.endswith("a") else None)
-        found.append(Kernel(rel(path), text, requires=requires, arch=arch))
+        found.append(Kernel(rel(path), text, requires=requires, arch=archs.get(rel(path))))
     return found
 
 
@@ -104,15 +102,23 @@ CASES = [(k, arch) for k in solution_kernels() + cell_kernels() for arch in ARCH
 @pytest.mark.parametrize("kernel,arch", CASES, ids=[f"{k.where}-{a}" for k, a in CASES])
 def test_compiles(kernel: Kernel, arch: str):
     """Does the kernel compile with NVRTC for this arch, or does it declare that it needs a newer one?"""
-    for need in (kernel.requires, kernel.arch):
-        if need and cc(arch) < cc(need):
-            pytest.skip(f"requires {need}")
-    if kernel.arch and kernel.arch.endswith("a") and cc(arch) != cc(kernel.arch):
-        pytest.skip(f"{kernel.arch} is an arch-specific target: compiled for its own GPU only")
-    # A cell pinned to an arch-specific target (sm_90a for wgmma) compiles for exactly that.
-    target = kernel.arch if kernel.arch and cc(kernel.arch) == cc(arch) else arch
+    target = build_target(kernel.requires, kernel.arch, arch)
     program = compile_kernel(kernel, target)
     assert program.cubin, f"{kernel.where}: NVRTC returned no cubin for {target}"
+
+
+def build_target(requires, pinned, arch: str) -> str:
+    """What a kernel needing ``requires`` and pinned to ``pinned`` compiles for when the test builds ``arch``
+    (`course.target_for`: an arch-specific target such as sm_90a for exactly its own GPU); skips where
+    ``arch``'s GPUs cannot run it."""
+    course = import_course()
+    target = arch
+    for need in (requires, pinned):
+        got = course.target_for(arch, need)
+        if got is None:
+            pytest.skip(f"requires {need}")
+        target = got if got != arch else target
+    return target
 
 
 def compile_kernel(kernel: Kernel, arch: str):

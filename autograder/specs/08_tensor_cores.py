@@ -17,16 +17,12 @@ Format: autograder/SPEC_FORMAT.md.
 import numpy as np
 
 from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, Tolerance, cdiv
+from course.cublas import from_bf16, to_bf16
 
 
 def bf16_uniform(rng, shape, dtype):
-    """bf16 bits of uniform [-1, 1) values, rounded to nearest even."""
-    u = rng.uniform(-1, 1, shape).astype(np.float32).view(np.uint32)
-    return ((u + (((u >> 16) & 1) + 0x7FFF)) >> 16).astype(np.uint16)
-
-
-def from_bf16(bits):
-    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+    """bf16 bits of uniform [-1, 1) values, rounded to nearest even (course.cublas.to_bf16)."""
+    return to_bf16(rng.uniform(-1, 1, shape).astype(np.float32))
 
 
 def reference(v):

@@ -16,16 +16,12 @@ Reference kernels: solutions/13_hopper_gemm/. Format: autograder/SPEC_FORMAT.md.
 import numpy as np
 
 from autograder import LARGER_THAN_L2, Exercise, Out, Points, Scalar, TensorMap, Tolerance, cdiv
+from course.cublas import from_bf16, to_bf16
 
 
 def bf16_uniform(rng, shape, dtype):
-    """bf16 bits of uniform [-1, 1) values, rounded to nearest even."""
-    u = rng.uniform(-1, 1, shape).astype(np.float32).view(np.uint32)
-    return ((u + (((u >> 16) & 1) + 0x7FFF)) >> 16).astype(np.uint16)
-
-
-def from_bf16(bits):
-    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+    """bf16 bits of uniform [-1, 1) values, rounded to nearest even (course.cublas.to_bf16)."""
+    return to_bf16(rng.uniform(-1, 1, shape).astype(np.float32))
 
 
 def reference(v):
@@ -60,6 +56,20 @@ def gemm_launch(sizes, cfg):
 SIZES = [{"m": 1, "n": 8, "k": 8}, {"m": 129, "n": 136, "k": 40}, {"m": 777, "n": 264, "k": 520},
          {"m": 1009, "n": 1032, "k": 1000}, {"m": LARGER_THAN_L2, "n": 264, "k": 64}]
 SPEED = {"m": 4096, "n": 4096, "k": 4096}
+# what both exercises share: the contract (n, k multiples of 8), the product and its check, the instructions
+# they must use (wgmma and TMA; serialized wgmmas or spills cost the speed points), the one target they run on
+HOPPER = dict(
+    size_multiples={"n": 8, "k": 8},
+    speed_size=SPEED,
+    reference=reference,
+    tolerance=Tolerance(rtol=1e-4),
+    required_techniques=("wgmma", "tma"),
+    techniques=("no_wgmma_serialization", "no_local_memory"),
+    arch="sm_90a",
+    peak="bf16",
+    floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
+    timeout_s=20.0,
+)
 
 EXERCISES = [
     Exercise(
@@ -72,12 +82,8 @@ EXERCISES = [
                      "threads, no dynamic shared memory (defaults bm 64, bn 128). Needs sm_90a."),
         params=_params("bm", "bn"),
         sizes=SIZES,
-        size_multiples={"n": 8, "k": 8},
-        speed_size=SPEED,
         launch=tile_launch,
         launch_defaults={"bm": 64, "bn": 128},
-        reference=reference,
-        tolerance=Tolerance(rtol=1e-4),
         points=Points(correctness=6, speed=4),
         # Calibration (H200, chapter 13's ladder): step 1, this reference with BF16 out, ran at 0.51 of
         # cuBLAS, and the pipelined steps at 0.79-1.00; any single-warpgroup kernel that waits for each
@@ -85,13 +91,7 @@ EXERCISES = [
         # copies element by element or serializes its wgmmas; half the points from 0.5.
         speed_threshold=0.8,
         speed_tiers=((0.5, 0.5),),
-        required_techniques=("wgmma", "tma"),
-        techniques=("no_wgmma_serialization", "no_local_memory"),
-        arch="sm_90a",
-        min_cc=(9, 0),
-        peak="bf16",
-        floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
-        timeout_s=20.0,
+        **HOPPER,
         # hidden sizes around the default block tile (64 x 128) and the 64-deep slices of K
         tile={"m": 64, "n": 128, "k": 64},
     ),
@@ -107,13 +107,9 @@ EXERCISES = [
                      "through multicast). Needs sm_90a."),
         params=_params("bm", "bb", c_map=True),
         sizes=SIZES + [{"m": 2048, "n": 1536, "k": 2048}],
-        size_multiples={"n": 8, "k": 8},
-        speed_size=SPEED,
         launch=gemm_launch,
         launch_defaults={"bm": 128, "bn": 256, "bb": 128, "blocks": 132,
                         "smem": 4 * 49152 + 32768 + 1024},
-        reference=reference,
-        tolerance=Tolerance(rtol=1e-4),
         points=Points(correctness=4, speed=6),
         # Tiers from chapter 13's ladder (H200, ratios to cuBLAS at 4096^3, BF16 out): TMA + wgmma alone 0.51, the
         # bigger tile 0.42, a pipeline 0.79, warp specialization 0.89, persistent 0.91, clusters 0.91, and with
@@ -123,13 +119,7 @@ EXERCISES = [
         # pipeline without specialization), 0.3 from 0.45 (wgmma fed by TMA without a pipeline).
         speed_threshold=0.85,
         speed_tiers=((0.7, 0.6), (0.45, 0.3)),
-        required_techniques=("wgmma", "tma"),
-        techniques=("no_wgmma_serialization", "no_local_memory"),
-        arch="sm_90a",
-        min_cc=(9, 0),
-        peak="bf16",
-        floor_flops=lambda s: 2 * s["m"] * s["n"] * s["k"],
-        timeout_s=20.0,
+        **HOPPER,
         tile={"m": 256, "n": 256, "k": 64},
     ),
 ]

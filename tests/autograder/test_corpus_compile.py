@@ -1,6 +1,6 @@
 """CPU tier for the corpus: every file states a valid verdict, and the ones expected to be compile
-errors are caught (by the source check, the signature check or NVRTC, which needs no GPU, in the order the
-grader runs them), while the rest compile.
+errors are caught (by the source check, the signature check or the grader's compile step: NVRTC and its checks
+of the compiled code, which need no GPU, in the order the grader runs them), while the rest compile.
 """
 import re
 
@@ -40,16 +40,17 @@ def test_expect_line_and_compile_outcome(path):
         assert re.search(exp["reason~"], problem, re.S), problem
         return
     course = pytest.importorskip("course")
-    try:
-        # sm_80, or the exercise's newer min_cc (a cluster kernel does not compile below sm_90), or exactly its
-        # arch-specific target (sm_90a: wgmma)
-        course.compile_for_arch(source, getattr(ex, "arch", None) or max(
-            "sm_80", f"sm_{ex.min_cc[0]}{ex.min_cc[1]}", key=course.arch_cc), name=path.name)
-    except course.CompileError as exc:
-        if "could not be loaded" in str(exc):
+    from autograder.compiling import compile_task
+    # the grader's compile step itself (NVRTC, then what it checks in the compiled code), for sm_80, or the
+    # exercise's newer min_cc (a cluster kernel does not compile below sm_90), or exactly its arch-specific
+    # target (sm_90a: wgmma)
+    arch = getattr(ex, "arch", None) or max("sm_80", f"sm_{ex.min_cc[0]}{ex.min_cc[1]}", key=course.arch_cc)
+    result = compile_task({"chapter": ex.chapter, "exercise": ex.name, "source": source, "arch": arch})
+    if result["status"] == "compile error":
+        if "could not be loaded" in result["message"]:
             pytest.skip("NVRTC is not installed here")
-        assert exp.get("status") == "compile error", str(exc)
-        assert re.search(exp["reason~"], str(exc), re.S)
+        assert exp.get("status") == "compile error", result["message"]
+        assert re.search(exp["reason~"], result["message"], re.S), result["message"]
         return
     if "loaded" in exp.get("reason~", ""):
         return  # compiles; only loading the module on a GPU fails (e.g. a 1 TiB __device__ array)

@@ -406,7 +406,7 @@ def test_constant_is_drawn_but_not_an_argument():
     """Is w drawn like an input (for the NumPy reference) and left out of the kernel's arguments?"""
     host, scalars = H.make_inputs(CONV, {"n": 37, "g": 5}, np.random.default_rng(0))
     assert set(host) == {"x", "w"} and host["w"].shape == (5,) and host["w"].dtype == np.float32
-    args = D.kernel_args(CONV, {"x": "X", "y": "Y"}, scalars)
+    args = D.kernel_args(CONV, {"x": "X", "y": "Y"}, scalars, CONV.launch_defaults)
     assert args == ["X", "Y", 37, 5]
     assert CONV.signature() == "const float* x, float* y, int n, int g"
     assert [p.name for p in CONV.arrays] == ["x", "y"] and [c.name for c in CONV.constants] == ["w"]

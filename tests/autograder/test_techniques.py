@@ -289,8 +289,24 @@ def test_no_wgmma_serialization_reads_the_graded_kernel_and_its_callees_only():
            "ptxas info    : Compiling entry function 'other' for 'sm_90a'\n"
            "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n")
     check = techniques.CHECKS["no_wgmma_serialization"].log
-    assert check(log, "sm_90a", "k") == ""
-    assert "crossing function boundary" in check(log.replace("'other'\n", "'_Z3mmaRf'\n", 1), "sm_90a", "k")
+    assert check(log, "sm_90a", "k", frozenset({"other", "k"})) == ""
+    assert "crossing function boundary" in check(log.replace("'other'\n", "'_Z3mmaRf'\n", 1), "sm_90a", "k",
+                                                 frozenset({"other", "k"}))
+    assert "crossing function boundary" in check(log, "sm_90a", "k")   # no PTX to tell the kernels apart
+
+
+def test_no_wgmma_serialization_takes_the_kernels_from_the_ptx_not_the_log():
+    """A #warning that spells ptxas's "Compiling entry function" for a non-inlined helper must not make that
+    helper's serialization pass for another kernel's (the kernels come from the PTX the compiler wrote)."""
+    course = course_or_skip()
+    forged = "#warning Compiling entry function '_Z3mmaRf' for 'sm_90a'\n" + NOT_INLINED
+    prog = course.compile_for_arch(forged, "sm_90a", use_cache=False)
+    assert "Compiling entry function '_Z3mmaRf'" in prog.log            # the forged line is in the log
+    assert techniques.ptx_entries(prog.ptx) == {"k"}
+    note = ("ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+            "wgmma pipeline crossing function boundary at a function call in the function '_Z3mmaRf'\n")
+    check = techniques.CHECKS["no_wgmma_serialization"].log
+    assert "crossing function boundary" in check(prog.log + note, "sm_90a", "k", techniques.ptx_entries(prog.ptx))
 
 
 def test_log_checks_are_decided_without_a_disassembler(monkeypatch):

@@ -169,7 +169,7 @@ def test_kernel_args_without_maps_are_unchanged():
     ex = Exercise(name="s", kernel="s", source_file="-", chapter="test",
                   params=[In("x", np.float32, "n"), Out("y", np.float32, "n"), Scalar("n", "int", "n")],
                   sizes=[{"n": 3}], launch=lambda s, c: (1, 1, 0))
-    assert D.kernel_args(ex, {"x": host_x, "y": "Y"}, {"n": np.int32(3)}) == [host_x, "Y", 3]
+    assert D.kernel_args(ex, {"x": host_x, "y": "Y"}, {"n": np.int32(3)}, ex.launch_defaults) == [host_x, "Y", 3]
 
 
 def test_guarded_views_are_aligned_for_tma():

@@ -127,3 +127,15 @@ def test_pip_only_headers_are_complete(tmp_path):
     if "could not be loaded" in r.stderr:
         pytest.skip("no NVRTC in this environment")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_arch_specific_targets_run_on_their_own_gpu_only():
+    """Is code for sm_90a run by an sm_90 GPU only, code for sm_80 by sm_80 and newer, and is the target to
+    build for the arch-specific one where the GPU is its own?"""
+    import course
+    assert course.arch_runs_on("sm_90a", (9, 0)) and not course.arch_runs_on("sm_90a", (10, 0))
+    assert not course.arch_runs_on("sm_90a", (8, 0)) and course.arch_runs_on("sm_80", (10, 0))
+    assert not course.arch_runs_on("sm_80", (7, 5))
+    assert course.target_for("sm_90", "sm_90a") == "sm_90a" and course.target_for("sm_90", "sm_80") == "sm_90"
+    assert course.target_for("sm_80", "sm_90a") is None and course.target_for("sm_100", "sm_90a") is None
+    assert course.target_for("sm_75", None) == "sm_75"
