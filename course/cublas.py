@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gemm", "COMPUTE", "to_bf16", "from_bf16", "handle"]
+__all__ = ["gemm", "gemm_batched", "COMPUTE", "to_bf16", "from_bf16", "handle"]
 
 _CUDA_R_32F, _CUDA_R_16F, _CUDA_R_16BF = 0, 2, 14
 _COMPUTE_32F, _COMPUTE_32F_PEDANTIC, _COMPUTE_32F_FAST_TF32 = 68, 69, 77
@@ -60,6 +60,21 @@ def handle():
     return cublas, _handles[dev]
 
 
+def _operands(a, b, compute: str, ndim: int) -> tuple:
+    """(input CUDA type, output CUDA type, output dtype, compute type) once ``a`` and ``b`` are checked: the dtype
+    ``compute`` takes, C-contiguous, ``ndim`` dimensions (2: matrices, 3: batches of them)."""
+    if compute not in COMPUTE:
+        raise ValueError(f"`compute` should be one of {', '.join(COMPUTE)}; got {compute!r}")
+    in_t, in_dt, out_t, out_dt, ctype = COMPUTE[compute]
+    for nm, x in (("a", a), ("b", b)):
+        if x.dtype != np.dtype(in_dt):
+            raise TypeError(f"`{nm}` should be {np.dtype(in_dt).name} for compute={compute!r}; got {x.dtype}")
+        if x.ndim != ndim or not x.flags.c_contiguous:
+            what = "2-D matrix" if ndim == 2 else "3-D batch of matrices"
+            raise ValueError(f"`{nm}` should be a C-contiguous {what}; got shape {x.shape}")
+    return in_t, out_t, out_dt, ctype
+
+
 def gemm(a, b, out=None, *, compute: str = "fp32", alpha: float = 1.0, beta: float = 0.0):
     """``out = alpha * a @ b + beta * out`` for row-major CuPy matrices, on the current stream.
 
@@ -73,14 +88,7 @@ def gemm(a, b, out=None, *, compute: str = "fp32", alpha: float = 1.0, beta: flo
         takes BF16 inputs and writes an FP32 ``out`` (the graded GEMMs of chapter 13 write FP32).
     """
     import cupy
-    if compute not in COMPUTE:
-        raise ValueError(f"`compute` should be one of {', '.join(COMPUTE)}; got {compute!r}")
-    in_t, in_dt, out_t, out_dt, ctype = COMPUTE[compute]
-    for nm, x in (("a", a), ("b", b)):
-        if x.dtype != np.dtype(in_dt):
-            raise TypeError(f"`{nm}` should be {np.dtype(in_dt).name} for compute={compute!r}; got {x.dtype}")
-        if x.ndim != 2 or not x.flags.c_contiguous:
-            raise ValueError(f"`{nm}` should be a C-contiguous 2-D matrix")
+    in_t, out_t, out_dt, ctype = _operands(a, b, compute, 2)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"inner dimensions differ: a is {a.shape}, b is {b.shape}")
@@ -92,4 +100,29 @@ def gemm(a, b, out=None, *, compute: str = "fp32", alpha: float = 1.0, beta: flo
     # column-major view: out^T (n x m) = b^T (n x k) @ a^T (k x m)
     cublas.gemmEx(h, 0, 0, n, m, k, al.ctypes.data, b.data.ptr, in_t, n, a.data.ptr, in_t, k,
                   be.ctypes.data, out.data.ptr, out_t, n, ctype, _GEMM_DEFAULT)
+    return out
+
+
+def gemm_batched(a, b, out=None, *, compute: str = "fp32", trans_b: bool = False, alpha: float = 1.0):
+    """``out[i] = alpha * a[i] @ op(b[i])`` for every i of C-contiguous row-major batches, one cuBLAS call
+    (cublasGemmStridedBatchedEx): the per-head products of naive attention (chapter 14).
+
+    ``a`` is ``(batch, M, K)``; ``b`` is ``(batch, K, N)``, or ``(batch, N, K)`` with ``trans_b=True`` (S = Q K^T
+    reads K as stored). Types as for `gemm`.
+    """
+    import cupy
+    in_t, out_t, out_dt, ctype = _operands(a, b, compute, 3)
+    (batch, m, k), (b_batch, r, c) = a.shape, b.shape
+    n, k2 = (r, c) if trans_b else (c, r)
+    if k != k2 or batch != b_batch:
+        raise ValueError(f"shapes do not multiply: a is {a.shape}, b is {b.shape} (trans_b={trans_b})")
+    if out is None:
+        out = cupy.zeros((batch, m, n), dtype=out_dt)
+    cublas, h = handle()
+    al = np.array(alpha, dtype=np.float32)
+    be = np.array(0.0, dtype=np.float32)
+    # column-major: out^T (n x m) = op(b)^T (n x k) @ a^T (k x m); a K-major b (trans_b) is read transposed
+    cublas.gemmStridedBatchedEx(h, 1 if trans_b else 0, 0, n, m, k, al.ctypes.data, b.data.ptr, in_t,
+                                k if trans_b else n, n * k, a.data.ptr, in_t, k, m * k, be.ctypes.data,
+                                out.data.ptr, out_t, n, m * n, batch, ctype, _GEMM_DEFAULT)
     return out

@@ -5,6 +5,11 @@
 `key=value` must match exactly (status, points; quote values with spaces: status="timed out");
 `key~="regex"` must be found (status, reason, printf). A calibration case, whose speed may land either
 side of the threshold, states only that it is correct: `status~="^(passed|slow)$"` (no points).
+
+A `.mutant` file is a submission written as edits of a reference solution, for attacks that differ from a long
+kernel in a line or two: the expect line, `// from: solutions/<chapter>/<file>.cu`, comments, then one or more
+edits, each `<<<<` (lines of the reference, found exactly once), `====`, the lines that replace them, `>>>>`.
+`corpus_source` gives the submission's text (the expect line first, as in a .cu case).
 """
 import re
 import shlex
@@ -34,7 +39,28 @@ def parse_expect(path) -> dict:
 
 
 def corpus_files():
-    return sorted(CORPUS.glob("*/*/*.cu"))
+    return sorted([*CORPUS.glob("*/*/*.cu"), *CORPUS.glob("*/*/*.mutant")])
+
+
+def corpus_source(path) -> str:
+    """The submission a corpus file stands for: a .cu file's text, or a .mutant's reference with its edits."""
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix != ".mutant":
+        return text
+    lines = text.splitlines()
+    m = re.fullmatch(r"//\s*from:\s*(\S+)", lines[1].strip()) if len(lines) > 1 else None
+    if not m:
+        raise ValueError(f"{path}: the second line should be // from: solutions/<chapter>/<file>.cu")
+    source = (ROOT / m.group(1)).read_text()
+    edits = re.findall(r"^<<<<\n(.*?)\n====\n(.*?)\n?>>>>$", text, re.S | re.M)
+    if not edits:
+        raise ValueError(f"{path}: no edit (<<<< reference lines ==== new lines >>>>)")
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"{path}: the reference holds {source.count(old)} copies of {old!r}, not one")
+        source = source.replace(old, new)
+    return lines[0] + "\n" + source
 
 
 def solution_cases():

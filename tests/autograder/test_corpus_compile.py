@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ag_corpus import case_id, corpus_files, parse_expect, solution_cases
+from ag_corpus import case_id, corpus_files, corpus_source, parse_expect, solution_cases
 from autograder import get_exercise
 from autograder.signature import compare_signature
 from autograder.source_check import check_source
@@ -32,7 +32,7 @@ def test_expect_line_and_compile_outcome(path):
     assert exp.get("status", "passed") in ("passed", "slow", "flagged", "failed", "timed out", "crashed",
                                            "compile error")
     ex = get_exercise(path.parent.parent.name, path.parent.name)
-    source = path.read_text()
+    source = corpus_source(path)
     # the grader's order: the source check before anything reads the source as C++, then the signature
     problem = check_source(source) or compare_signature(ex, source)
     if problem:
@@ -55,3 +55,18 @@ def test_expect_line_and_compile_outcome(path):
     if "loaded" in exp.get("reason~", ""):
         return  # compiles; only loading the module on a GPU fails (e.g. a 1 TiB __device__ array)
     assert exp.get("status") != "compile error", f"{path.name} compiled, but its expect line says compile error"
+
+
+def test_a_mutant_is_its_reference_with_its_edits(tmp_path):
+    """Does a .mutant stand for its reference with each edit made exactly once, its expect line first, and is an
+    edit that no longer finds its lines in the reference an error rather than a silent copy of the reference?"""
+    ref = "solutions/14_flash_attention/flash_attention.cu"
+    good = tmp_path / "good.mutant"
+    good.write_text(f'// expect: status=failed points=0\n// from: {ref}\n<<<<\n#define BC 64\n====\n#define BC 32\n>>>>\n')
+    text = corpus_source(good)
+    assert text.startswith("// expect: status=failed points=0\n// requires: sm_80")
+    assert "#define BC 32" in text and "#define BC 64" not in text
+    stale = tmp_path / "stale.mutant"
+    stale.write_text(f"// expect: status=failed points=0\n// from: {ref}\n<<<<\nno such line\n====\nx\n>>>>\n")
+    with pytest.raises(ValueError, match="0 copies"):
+        corpus_source(stale)

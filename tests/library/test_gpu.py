@@ -142,6 +142,21 @@ def test_gemm_operand_swap_is_row_major(cp):
     course.assert_close(out, a.get() @ b.get(), rtol=3e-2, atol=0.3)
 
 
+def test_batched_gemm_with_and_without_a_transposed_b(cp):
+    """Does gemm_batched compute a[i] @ b[i] and a[i] @ b[i]^T (K read as stored: chapter 14's S = Q K^T) for
+    each of a batch of non-square row-major matrices, with alpha applied, and refuse 2-D operands?"""
+    from course.cublas import from_bf16, gemm_batched, to_bf16
+    a = cp.random.standard_normal((3, 37, 53), dtype=cp.float32)
+    b = cp.random.standard_normal((3, 53, 29), dtype=cp.float32)
+    course.assert_close(gemm_batched(a, b, compute="fp32", alpha=0.5), 0.5 * (a.get() @ b.get()), rtol=1e-5)
+    bt = cp.ascontiguousarray(b.transpose(0, 2, 1))
+    got = gemm_batched(to_bf16(a), to_bf16(bt), compute="bf16_f32", trans_b=True)
+    want = from_bf16(to_bf16(a)).get().astype(np.float64) @ from_bf16(to_bf16(b)).get().astype(np.float64)
+    course.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="3-D batch"):
+        gemm_batched(a[0], b[0])
+
+
 def test_preflight_on_gpu(cp, capsys):
     """Does preflight show the GPU, versions, feature gates and ceilings?"""
     text = course.preflight()
