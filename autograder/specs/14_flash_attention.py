@@ -1,4 +1,6 @@
-"""Chapter 14 (flash attention): the online softmax of attention scores, a row at a time.
+"""Chapter 14 (flash attention): the online softmax of attention scores, a row at a time (online_softmax), and
+the fused attention forward on tensor cores (flash_attention: its contract and calibration are in the comments
+above its exercise, further down).
 
 online_softmax: y[r][c] = exp(x[r][c] - m_r) / sum_j exp(x[r][j] - m_r), m_r the row's max, for every row of a
 row-major rows x cols float32 matrix, any rows >= 1 and cols >= 1 (so a row starts on a 16-byte boundary only
