@@ -54,6 +54,16 @@ def test_flash_fwd_compiles_to_what_the_text_says(arch):
     fail_on(problems, f"flash_fwd for {arch}:")
 
 
+@pytest.mark.parametrize("macros,spills", [(("-DBC=128",), True), (("-DBR=256", "-DWARPS=4"), True),
+                                           (("-DBR=256", "-DWARPS=8"), False), (("-DBC=32",), False)])
+def test_the_sweeps_spills_are_what_section_6_says(macros, spills):
+    """Section 6 explains the sweep by registers: 128-key tiles and 64 rows a warp spill at d = 128 (sm_90),
+    256 rows on 8 warps and 32-key tiles do not."""
+    course = nvrtc_or_skip()
+    res = course.lesson_cell(STEM, "flash_fwd").compile_for_arch("sm_90", options=list(macros)).resources["flash_fwd"]
+    assert bool(res.spill_stores) == spills, (macros, res)
+
+
 def test_attn_row_runs_on_every_gpu_of_the_course():
     """The row-per-thread kernel uses no sm_80 instruction: it compiles for sm_75 (a T4) without spills."""
     course = nvrtc_or_skip()
