@@ -96,9 +96,10 @@ def cuda_cells(stem: str) -> list:
 QUOTE_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 
 
-def recorded_rows(chapter: str) -> tuple:
-    """(rows of ``chapter`` by name, the ceilings) from the H100 results file."""
-    data = json.loads((REPO / "benchmarks" / "results" / "nvidia-h100-80gb-hbm3.json").read_text())
+def recorded_rows(chapter: str, gpu: str = "nvidia-h100-80gb-hbm3") -> tuple:
+    """(rows of ``chapter`` by name, the ceilings) from one GPU's results file (default the H100's;
+    ``gpu="nvidia-h200"`` for the chapters only an H200 has run)."""
+    data = json.loads((REPO / "benchmarks" / "results" / f"{gpu}.json").read_text())
     return {r["name"]: r for r in data["rows"] if r["chapter"] == chapter}, data["ceilings"]
 
 

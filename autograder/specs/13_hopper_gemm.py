@@ -114,7 +114,7 @@ EXERCISES = [
         # Tiers from chapter 13's ladder (H200, ratios to cuBLAS at 4096^3, BF16 out): TMA + wgmma alone 0.51, the
         # bigger tile 0.42, a pipeline 0.79, warp specialization 0.89, persistent 0.91, clusters 0.91, and with
         # TMA stores 1.00: this reference (the same kernel, FP32 out; 0.98 of cuBLAS with FP32 out). The graded
-        # corpus's no_multicast.cu (step 6 without multicast) lands at 0.93-1.0 of it.
+        # corpus's no_multicast.mutant (step 6 without multicast) lands at 0.93-1.0 of it.
         # Full points at 0.85 of the reference (a specialized, pipelined kernel); 0.6 of them from 0.7 (a
         # pipeline without specialization), 0.3 from 0.45 (wgmma fed by TMA without a pipeline).
         speed_threshold=0.85,

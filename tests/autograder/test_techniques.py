@@ -127,14 +127,7 @@ def test_tensor_cores_fail_on_a_cuda_core_gemm(arch):
 
 def test_tensor_cores_knows_the_sm90a_warpgroup_forms():
     """wgmma on sm_90a is HGMMA in SASS: the check counts it (required_sass "HMMA" never did)."""
-    src = r'''extern "C" __global__ void k(float* out, unsigned long long da, unsigned long long db)
-    { float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-      asm volatile("wgmma.fence.sync.aligned;\n{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-        "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db));
-      out[threadIdx.x] = d0 + d1 + d2 + d3; }'''
-    assert run_check("tensor_cores", src, "sm_90a") == ""
+    assert run_check("tensor_cores", WGMMA, "sm_90a") == ""      # WGMMA: the kernel the wgmma checks below use
 
 
 def test_distributed_shared_on_sm90():

@@ -117,10 +117,8 @@ def test_the_tma_copy_lands_where_the_swizzle_model_says():
 
 def test_ladder_quotes_match_the_h200_recordings():
     """Section 3's figures against the benchmark rows the H200 recorded (ratios to cuBLAS in the same run)."""
-    import json
-    from repo_helpers import REPO, check_quotes
-    data = json.loads((REPO / "benchmarks" / "results" / "nvidia-h200.json").read_text())
-    rows = {r["name"]: r for r in data["rows"] if r["chapter"] == STEM}
+    from repo_helpers import check_quotes, recorded_rows
+    rows, _ceil = recorded_rows(STEM, gpu="nvidia-h200")
     r4 = {s: rows[f"{s} 4096^3"]["ratio"] for s in ("hg1_tma_wgmma", "hg2_big_tile", "hg3_pipeline",
                                                      "hg4_specialized", "hg5_persistent", "hg6_cluster",
                                                      "hg7_tma_store")}

@@ -155,10 +155,8 @@ def test_pytorch_backends_agree_where_installed(ch14):
 def test_quotes_match_the_h200_recordings():
     """Sections 5 and 6 quote the benchmark rows and the tile sweep the H200 recorded; section 1's 4.3 GB is
     the model's S at 64 heads x 4096."""
-    import json
-    from repo_helpers import REPO, check_quotes, recorded_sweep
-    data = json.loads((REPO / "benchmarks" / "results" / "nvidia-h200.json").read_text())
-    rows = {r["name"]: r for r in data["rows"] if r["chapter"] == STEM}
+    from repo_helpers import check_quotes, recorded_rows, recorded_sweep
+    rows, ceilings = recorded_rows(STEM, gpu="nvidia-h200")
 
     def row(name, key="value"):
         return rows[name][key]
@@ -178,7 +176,7 @@ def test_quotes_match_the_h200_recordings():
         ("ran at 1.01 of the lesson's kernel", [row("graded flash_attention reference (b=4, n=4096, hk=8, g=2, d=128, "
                                                     "mask=1)", "ratio")]),
         ("Naive attention reached 92.7 TFLOP/s", [row(f"naive {full}")]),
-        ("copies at 4.2 TB/s", [data["ceilings"]["copy_gbps"] / 1000]),
+        ("copies at 4.2 TB/s", [ceilings["copy_gbps"] / 1000]),
         ("fusing bought 3.3x at full attention", [row(f"flash_fwd vs naive attention, interleaved, {full}", "ratio")]),
         ("skips the tiles above the diagonal: 10.2x", [row(f"flash_fwd vs naive attention, interleaved, {causal}",
                                                            "ratio")]),
@@ -203,11 +201,10 @@ def test_quotes_match_the_h200_recordings():
 def test_copying_the_lessons_softmax_does_not_earn_full_speed_points():
     """The lesson's softmax_online (x read twice) against the graded reference, as the H200 recorded them: at
     least 5% below the full-points threshold (autograder/SPEC_FORMAT.md), and above the half-points tier."""
-    import json
     from autograder import get_exercise
-    from repo_helpers import REPO
-    data = json.loads((REPO / "benchmarks" / "results" / "nvidia-h200.json").read_text())
-    soft = {r["name"]: r["value"] for r in data["rows"] if r["chapter"] == STEM and "x 2048" in r["name"]}
+    from repo_helpers import recorded_rows
+    rows, _ceil = recorded_rows(STEM, gpu="nvidia-h200")
+    soft = {name: r["value"] for name, r in rows.items() if "x 2048" in name}
     ref = next(v for n, v in soft.items() if n.startswith("reference online_softmax"))
     lesson = next(v for n, v in soft.items() if n.startswith("lesson softmax_online"))
     ex = get_exercise(STEM, "online_softmax")
