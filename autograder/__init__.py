@@ -6,6 +6,7 @@ never imports CuPy or touches CUDA; grading happens in spawned child processes.
 """
 from .buffers import sample_inputs
 from .launchcfg import launch_from_source
+from .triton_source import launch_from_python
 from .loader import chapters, get_exercise, load_chapter
 from .nb import nbgrader_points, preview
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
@@ -20,7 +21,7 @@ from .tensormaps import TensorMap
 __all__ = [
     "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "TensorMap", "Uniform", "Tolerance", "Points",
     "Pipeline", "LARGER_THAN_L2",
-    "cdiv", "SpecError", "launch_from_source", "sample_inputs", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
+    "cdiv", "SpecError", "launch_from_source", "launch_from_python", "sample_inputs", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "grade_class", "Session", "TRACE_ENV", "summarise_trace",
     "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",

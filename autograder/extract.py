@@ -151,7 +151,7 @@ def cuda_cell_name(source) -> str | None:
     if not isinstance(source, str):
         return None
     first = source.lstrip().split("\n", 1)[0][:_MAGIC_LINE_CHARS]
-    magic = next((m for m in ("%%cuda",) + DATA_MAGICS if first.startswith(m)), None)
+    magic = next((m for m in ("%%cuda", "%%triton") + DATA_MAGICS if first.startswith(m)), None)
     if magic is None:
         return None
     try:
@@ -163,7 +163,7 @@ def cuda_cell_name(source) -> str | None:
             return args[i + 1]
         if a.startswith("--name="):
             return a.split("=", 1)[1]
-    if magic != "%%cuda":
+    if magic != "%%cuda":  # a %%triton cell, like a data cell, is named by its --name only
         return None
     from course.source import parse_kernels
     names = list(parse_kernels(strip_magic(source)))

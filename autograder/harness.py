@@ -94,6 +94,14 @@ def load_step(ctx: Context) -> dict:
     """Load the student's and the reference's cubins; a module that cannot load is the student's problem."""
     import course
     ex = ctx.ex
+    if ctx.programs["student"].get("kind") == "triton":
+        from .triton_launch import TritonKernel
+        try:
+            ctx.student = TritonKernel(ex, ctx.programs["student"])
+        except Exception as exc:
+            return {"status": "compile error", "message": module_load_problem(exc)}
+        ctx.reference = TritonKernel(ex, ctx.programs["reference"])
+        return {"status": "ok"}
     try:
         module = course.Module(program_from_dict(ctx.programs["student"]))
     except Exception as exc:

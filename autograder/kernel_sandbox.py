@@ -51,7 +51,7 @@ def _private_env(env: dict, private: Path) -> dict:
             "state": ("XDG_STATE_HOME",), "runtime": ("XDG_RUNTIME_DIR", "JUPYTER_RUNTIME_DIR"),
             "jupyter-config": ("JUPYTER_CONFIG_DIR",), "jupyter-data": ("JUPYTER_DATA_DIR",),
             "cache/cuda-course": ("COURSE_CACHE_DIR",), "cache/cupy": ("CUPY_CACHE_DIR",),
-            "cache/nv": ("CUDA_CACHE_PATH",)}
+            "cache/nv": ("CUDA_CACHE_PATH",), "cache/triton": ("TRITON_CACHE_DIR",), "triton": ("TRITON_HOME",)}
     for sub, names in dirs.items():
         (private / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         env.update({n: str(private / sub) for n in names})

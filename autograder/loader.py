@@ -18,6 +18,7 @@ from .spec import (DATA_MAGICS, PARTIAL_STEP, PEAKS, CallExercise, Constant, Exe
                    Pipeline, Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
 from . import techniques, tensormaps
+from .triton_source import spec_problem
 
 __all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
            "reference_source", "load_spec_file"]
@@ -151,8 +152,7 @@ def _literal_case(ex: Exercise, case: dict) -> dict:
 
 def validate(ex: Exercise, path: Path) -> None:
     """Raise `SpecError` for the first problem found in ``ex``."""
-    where = _Where(Path(path), ex.name)
-    chapter = Path(path).stem
+    where, chapter = _Where(Path(path), ex.name), Path(path).stem
     if not isinstance(ex.name, str) or not ex.name.isidentifier():
         raise where.error("name", f"should be an identifier; got {ex.name!r}")
     if not ex.chapter:
@@ -169,6 +169,9 @@ def validate(ex: Exercise, path: Path) -> None:
     if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
         raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
 
+    field, problem = spec_problem(ex)  # the language, and a Triton exercise's fields (triton_source.py)
+    if problem:
+        raise where.error(field, problem)
     _validate_params(ex, where)
     _validate_sizes(ex, where)
     _validate_constants(ex, where)
@@ -278,7 +281,7 @@ def _validate_sizes(ex, where):
 def _validate_source(ex, where):
     path = ex.solutions_dir / ex.source_file
     if not path.is_file():
-        there = sorted(p.name for p in path.parent.glob("*.cu")) if path.parent.is_dir() else []
+        there = sorted(p.name for p in path.parent.glob("*.*")) if path.parent.is_dir() else []
         raise where.error("source_file", f"{_shown(path)} does not exist."
                           + did_you_mean(ex.source_file, there))
     from .signature import compare_signature
@@ -398,9 +401,8 @@ def _validate_constants(ex, where):
     if not ex.constants:
         return
     if ex.pipeline is not None:
-        raise where.error("pipeline", "the pipeline driver passes arrays only and cannot fill the __constant__ "
-                          f"symbols ({', '.join(c.name for c in ex.constants)}); drop the Constant params or the "
-                          "pipeline")
+        raise where.error("pipeline", "the pipeline driver passes arrays only and cannot fill the __constant__ symbols "
+                          f"({', '.join(c.name for c in ex.constants)}); drop the Constant params or the pipeline")
     l2_names = {k for case in list(ex.sizes) + [ex.default_speed_size()] for k, v in case.items()
                 if isinstance(v, L2Multiple)}
     total = 0
@@ -422,7 +424,6 @@ def _validate_constants(ex, where):
     if total > _CONSTANT_BYTES:
         raise where.error("params", f"the Constant arrays need {total} bytes together, more than the "
                           f"{_CONSTANT_BYTES // 1024} KiB of __constant__ memory")
-
 
 
 def _number(v) -> bool:

@@ -28,13 +28,14 @@ from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import DeduplicateIds as _DeduplicateIds
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from nbgrader.preprocessors import ClearSolutions as _ClearSolutions
 from nbgrader.preprocessors import OverwriteCells as _OverwriteCells
 from traitlets import Unicode
 
 from .extract import body_first_line, cuda_cell_name, extract_cells, graded_call, strip_magic
 from .report import printable
 
-__all__ = ["GradeKernels", "WriteKernelPoints", "DeduplicateIds", "OverwriteCells", "graded_call", "METADATA_KEY",
+__all__ = ["GradeKernels", "WriteKernelPoints", "DeduplicateIds", "OverwriteCells", "ClearSolutions", "graded_call", "METADATA_KEY",
            "PLACEHOLDER"]
 
 METADATA_KEY = "course_grader"
@@ -215,3 +216,20 @@ class OverwriteCells(_OverwriteCells):
             self.log.debug("cell %s is as released (its hidden tests were cleared); restored", name)
             return
         super().report_change(name, attr, old, new)
+
+
+class ClearSolutions(_ClearSolutions):
+    """nbgrader's, with a stub that keeps a Triton exercise's cell Python. A ``%%cuda`` cell's solution region becomes
+    the configured ``// YOUR CODE HERE``; a ``%%triton`` cell's (Python) gets a comment and ``pass`` instead, so the
+    released notebook still runs top to bottom (and the untouched stub compiles, runs, writes nothing, and scores
+    zero)."""
+
+    def _replace_solution_region(self, cell, language):
+        if cell.cell_type == "code" and cell.source.lstrip().startswith("%%triton"):
+            saved = self.code_stub
+            self.code_stub = {**saved, language: "# YOUR CODE HERE\npass"}
+            try:
+                return super()._replace_solution_region(cell, language)
+            finally:
+                self.code_stub = saved
+        return super()._replace_solution_region(cell, language)

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from . import compiling, counters, policy
+from . import compiling, counters, policy, triton_build
 from .compiling import choose_arch
 from .extract import Submission, collect_submissions
 from .hidden import draw_cases
@@ -30,6 +30,7 @@ from .source_check import check_source
 from .spec import CallExercise, SpecError, did_you_mean
 from .supervise import PRINTF_TAIL_BYTES, run_child, run_steps, signal_name
 from .tensormaps import launch_problem, runs_on
+from .triton_source import check_source as check_triton_source, launch_from_python
 from .versions import spec_version
 from .worker import COMPILE_TIMEOUT_S, MESSAGE_CAP
 
@@ -112,7 +113,8 @@ def _fail(ex, status: str, reason: str, **extra) -> ExerciseReport:
 
 def _no_gpu_report(ex, reason: str, compiled_for: str = "", **extra) -> ExerciseReport:
     """Nothing could run here; ``compiled_for``: the arch the student's kernel compiled for, to say so."""
-    done = (f"Your kernel compiles (NVRTC, {compiled_for}); running it on the test sizes needs a GPU. "
+    tool = "Triton" if getattr(ex, "language", "cuda") == "triton" else "NVRTC"
+    done = (f"Your kernel compiles ({tool}, {compiled_for}); running it on the test sizes needs a GPU. "
             if compiled_for else "")
     return _fail(ex, Status.NEEDS_GPU, f"needs a GPU: not graded here. {done}{reason}", **extra)
 
@@ -133,11 +135,15 @@ def _prepare(ex, source, launch, cases, first_line: int = 1):
         return None, (Status.FAILED, (
             f"no kernel found for {ex.name}: put it in a `%%cuda --name {ex.name}` cell (or a cell tagged "
             f"kernel:{ex.name})."))
-    problem = _source_problem(source, first_line) or compare_signature(ex, source)
+    triton = getattr(ex, "language", "cuda") == "triton"
+    problem = (check_triton_source(source) if triton else _source_problem(source, first_line)) \
+        or compare_signature(ex, source)
     if problem:
         return None, (Status.COMPILE_ERROR, problem)
     try:
-        cfg = merge_launch(ex, launch if launch is not None else launch_from_source(source))
+        if launch is None:
+            launch = launch_from_python(source) if triton else launch_from_source(source)
+        cfg = merge_launch(ex, launch)
     except LaunchDataError as exc:
         return None, (Status.FAILED, str(exc))
     except (MemoryError, RecursionError):
@@ -182,9 +188,11 @@ def _compile_failure(outcome) -> dict:
         "simplify the source.")}
 
 
-def _compile(ex, source: str, session: Session, private: str, first_line: int = 1) -> dict:
+def _compile(ex, source: str, session: Session, private: str, first_line: int = 1, cfg=None, cases=()) -> dict:
     """Compile the student's source (and, once per session and arch, the reference) in a compile child;
     compile errors are numbered from ``first_line``, the cell line where the source starts."""
+    if getattr(ex, "language", "cuda") == "triton":
+        return _compile_triton(ex, source, session, private, cfg, cases)
     ref_source = reference_source(ex)
     # an arch-specific target (ex.arch) is the one arch; a GPU it cannot run on skips the exercise, never here
     arch = ex.arch or choose_arch(session.gpu["cc"] if session.gpu else None, ref_source, source)
@@ -206,6 +214,49 @@ def _compile(ex, source: str, session: Session, private: str, first_line: int = 
             session.references[key] = data.pop("reference")
         data["programs"] = {"student": data.pop("student"), "reference": session.references[key]}
     return data
+
+
+def _compile_task(ex, private: str, **fields) -> dict:
+    return {"phase": "compile", "chapter": ex.chapter, "exercise": ex.name, "harness": HARNESS_MODULE,
+            "cap": COMPILE_CAP, "private_dir": private, "log_path": os.path.join(private, "compile.log"),
+            "compile_memory": compiling.COMPILE_MEMORY_BYTES, "compile_cpu_s": compiling.COMPILE_CPU_S, **fields}
+
+
+def _compile_triton(ex, source: str, session: Session, private: str, cfg: dict, cases) -> dict:
+    """A Triton submission: compiled in a child of its own (the only process that executes its Python, confined
+    to a folder of its own), then inspected, and the reference compiled, in a child that runs no student code."""
+    # no GPU: the exercise's oldest target, so its compile verdicts (tensor cores in the SASS) are the real ones
+    oldest = max((7, 5), tuple(ex.min_cc))
+    arch = choose_arch(session.gpu["cc"]) if session.gpu else f"sm_{oldest[0]}{oldest[1]}"
+    keys = triton_build.specializations(ex, cases, int((session.gpu or {}).get("l2_bytes") or 64 << 20))
+    own = os.path.join(private, "student")
+    os.mkdir(own, 0o700)
+    outcome = run_child(_compile_task(ex, own, language="triton", untrusted_python=True, source=source, arch=arch,
+                                      launch=dict(cfg), keys=keys, max_step_s=COMPILE_TIMEOUT_S))
+    data, _ = outcome.results.get(0) or outcome.results.get(-1) or (None, True)
+    if data is None:
+        return _compile_failure(outcome)
+    if data.get("status") != "ok":
+        message = str(data.get("message", ""))[:8000]  # from the student's own process: shown, never trusted
+        return {"status": Status.COMPILE_ERROR, "message": message}
+    ref_keys = triton_build.all_keys(ex) or keys
+    key = (ex.chapter, ex.name, arch, "triton", tuple(ref_keys))
+    task = _compile_task(ex, private, language="triton", arch=arch, keys=ref_keys, student=data.get("student"))
+    if key not in session.references:
+        ref = reference_source(ex)
+        task.update(reference_source=ref, reference_launch=merge_launch(ex, launch_from_python(ref)))
+    outcome = run_child(task)
+    checked, _ = outcome.results.get(0) or outcome.results.get(-1) or (None, True)
+    if checked is None:
+        return {"status": Status.ERROR, "message": (
+            f"the grader's Triton compile child ended without a result ({signal_name(outcome.exitcode)})")}
+    if checked.get("status") != "ok":
+        return checked
+    if "reference" in checked:
+        session.references[key] = checked.pop("reference")
+    return {"status": "ok", "arch": arch, "log": "", "notes": checked.get("notes") or [],
+            "techniques": checked.get("techniques") or [],
+            "programs": {"student": data["student"], "reference": session.references[key]}}
 
 
 def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dict | None = None,
@@ -237,7 +288,7 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     if session.gpu and not runs_on(ex, session.gpu["cc"]):  # nothing to compile for a GPU that cannot grade it
         return policy.skipped_report(ex, session.gpu.get("arch", "?"), **dict(extra, device=session.device))
     with _private_dir() as private:
-        comp = _compile(ex, source, session, private, first_line)
+        comp = _compile(ex, source, session, private, first_line, cfg=cfg, cases=cases)
         notes = list(comp.get("notes") or [])
         extra["compile_log"] = comp.get("log", "")
         if comp.get("status") != "ok":
@@ -388,7 +439,7 @@ def speed_trials(chapter: str, exercise: str, source: str, *, launch: dict | Non
     if session.no_gpu:
         raise RuntimeError(f"needs a GPU: {session.no_gpu}")
     with _private_dir() as private:
-        comp = _compile(ex, source, session, private)
+        comp = _compile(ex, source, session, private, cfg=cfg, cases=list(ex.sizes))
         if comp.get("status") != "ok":
             raise ValueError(f"{exercise}: {comp.get('message')}")
         steps = ["load"] + ["timing"] * trials

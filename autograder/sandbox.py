@@ -58,6 +58,7 @@ _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _ABI1_ALL = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
 _FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV  # all a non-directory may get
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -199,14 +200,15 @@ def _handled(abi: int) -> int:
 
 
 def confine(*, read=(), write=(), devices: bool = True, scope: bool = True,
-            allow_threads: bool = False) -> str:
+            allow_threads: bool = False, network: bool = True) -> str:
     """Apply Landlock to this process and its future children; irreversible.
 
     ``read``: read files, list folders and execute beneath these paths. ``write``: every access
     beneath them. ``devices``: read, write and ioctl on /dev (CUDA opens /dev/nvidia* read-write and
     ioctls them) and writes to this process's /proc/PID/task (CUDA names its threads there); without
     it only /dev/null, /dev/zero, /dev/full and /dev/*random. ``scope`` (ABI 6+):
-    no signals to, and no abstract UNIX sockets of, processes outside this sandbox. Paths that do not
+    no signals to, and no abstract UNIX sockets of, processes outside this sandbox. ``network=False`` (ABI
+    4+): no TCP connection out and no TCP port bound (where student Python runs; UDP is not covered). Paths that do not
     exist are skipped. Raises `SandboxUnavailable` with the reason when Landlock is not there; returns
     a one-line description of what was applied.
 
@@ -239,11 +241,16 @@ def confine(*, read=(), write=(), devices: bool = True, scope: bool = True,
     else:
         rules += [(p, _READ_FILE | _WRITE_FILE) for p in _DEV_NODES]
 
+    net = _NET_BIND_TCP | _NET_CONNECT_TCP if not network and abi >= 4 else 0  # handled, no rule: refused
     if abi >= 6:
         # the package's attribute stops at handled_access_fs; extend it to reach `scoped`
         class _Attr(RulesetAttr):
             _fields_ = [("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-        attr = _Attr(handled, 0, (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if scope else 0)
+        attr = _Attr(handled, net, (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if scope else 0)
+    elif net:
+        class _NetAttr(RulesetAttr):
+            _fields_ = [("handled_access_net", ctypes.c_uint64)]
+        attr = _NetAttr(handled, net)
     else:
         attr = RulesetAttr(handled)
     ctypes.set_errno(0)  # the package reads errno, not the return value, to detect failure

@@ -23,6 +23,9 @@ __all__ = ["compare_signature", "check_constants"]
 
 def compare_signature(ex: Exercise, source: str) -> str:
     """'' when ``source`` defines ``ex.kernel`` with the expected parameters; else what differs."""
+    if getattr(ex, "language", "cuda") == "triton":
+        from .triton_source import compare_params
+        return compare_params(ex, source)
     from course.source import parse_kernels
     kernels = parse_kernels(source)
     want = f"extern \"C\" __global__ void {ex.kernel}({ex.signature()})"

@@ -343,6 +343,11 @@ class Exercise:
     # partial credit (policy.py): this fraction of the correctness points for a kernel right at every small
     # and edge size (hidden ones included) that fails only at sizes larger than L2; None: all-or-nothing
     partial: float | None = 0.5
+    # "cuda" (a %%cuda kernel) or "triton" (a @triton.jit kernel in Python: autograder/triton_source.py says what
+    # such a source may hold); ``triton_types``: param name -> Triton element type where the dtype does not say
+    # it (``{"a": "bf16"}`` for bfloat16 kept as uint16)
+    language: str = "cuda"
+    triton_types: dict = dataclasses.field(default_factory=dict)
     # not a spec field: set by the loader to where the references are read (solutions/<chapter>/, or a
     # frozen snapshot's copies, autograder/speclock.py); a field so that copies of the exercise keep it
     solutions_dir: Any = dataclasses.field(default=None, repr=False, compare=False)

@@ -236,9 +236,35 @@ def _arch_for(ex, source: str) -> str:
     return max(choices, key=lambda a: (course.arch_cc(a), a == declared))
 
 
+def triton_problems(ex, source: str) -> list:
+    """A Triton reference: the language a submission may use, and Triton compiling it for sm_80 and sm_90 as a
+    grading would (no GPU needed; skipped where Triton is not installed, an optional extra)."""
+    from .launchcfg import merge_launch
+    from .triton_build import all_keys, compile_program
+    from .triton_source import launch_from_python, resolve_problem
+    where = _shown(solution_file(ex))
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return []
+    problem = resolve_problem(source)
+    if problem:
+        return [_problem(ex, f"the reference is not a source the grader accepts: {problem}", "compile", where)]
+    cfg = merge_launch(ex, launch_from_python(source))
+    for arch in ("sm_80", "sm_90"):
+        try:
+            compile_program(source, ex, cfg, arch, all_keys(ex) or [""], "reference")
+        except ValueError as exc:
+            return [_problem(ex, f"the reference does not compile with Triton for {arch}: {str(exc)[:_LOG_CHARS]}",
+                             "compile", where)]
+    return []
+
+
 def compile_problems(ex, source: str) -> list:
     """Compile the reference kernel with NVRTC as a grading would (no GPU needed)."""
     import course
+    if getattr(ex, "language", "cuda") == "triton":
+        return triton_problems(ex, source)
     where = _shown(solution_file(ex))
     missing = _nvrtc_missing()
     if missing:

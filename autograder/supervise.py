@@ -112,19 +112,27 @@ def run_child(task: dict) -> ChildOutcome:
                 except (OSError, ValueError):
                     out.end = "killed"  # oversized or garbled: do not trust the child further
                     break
+                if not isinstance(msg, dict) or ("step" in msg and not isinstance(msg["step"], int)):
+                    out.end = "killed"  # a child that ran student Python may send anything: the same
+                    break
                 kind = msg.get("kind")
+                if kind in ("begin", "arm"):
+                    wait = _timeout(msg, task.get("max_step_s"))
+                    if wait is None:
+                        out.end = "killed"
+                        break
+                    deadline = time.monotonic() + wait
                 if kind == "begin":
                     if trace:
-                        step_t = (_step_name(task, msg["step"]), time.monotonic())
-                    out.current, out.armed = msg["step"], ""
-                    deadline = time.monotonic() + float(msg["timeout"])
+                        step_t = (_step_name(task, msg.get("step")), time.monotonic())
+                    out.current, out.armed = msg.get("step"), ""
                 elif kind == "arm":
-                    out.armed, out.armed_timeout = msg.get("what", ""), float(msg["timeout"])
-                    deadline = time.monotonic() + float(msg["timeout"])
+                    out.armed, out.armed_timeout = str(msg.get("what", "")), wait
                 elif kind == "result":
                     if trace and step_t:
                         steps[step_t[0]] = round(steps.get(step_t[0], 0.0) + time.monotonic() - step_t[1], 4)
-                    out.results[msg["step"]] = (msg.get("data") or {}, bool(msg.get("fatal")))
+                    data = msg.get("data")
+                    out.results[msg.get("step")] = (data if isinstance(data, dict) else {}, bool(msg.get("fatal")))
                     out.current = None
                 elif kind == "device":
                     if trace:
@@ -153,6 +161,18 @@ def run_child(task: dict) -> ChildOutcome:
     if out.end == "done" and out.current is not None:
         out.end = "died"  # said done in the middle of a step: treat as a crash of that step
     return out
+
+
+def _timeout(msg: dict, cap) -> float | None:
+    """A begin or arm message's deadline in seconds, at most ``cap`` (a child that ran student Python could ask
+    for days); None when it is not a number."""
+    try:
+        wait = float(msg["timeout"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if wait != wait:  # NaN
+        return None
+    return min(max(wait, 0.0), float(cap)) if cap else wait
 
 
 def _step_name(task: dict, step) -> str:

@@ -132,6 +132,8 @@ def solution_file(ex) -> Path:
 def solution_cell_source(ex) -> str:
     """What the exercise's solution cell must hold: the magic line, then the reference file without its
     trailing newlines (a cell has none)."""
+    if getattr(ex, "language", "cuda") == "triton":  # Python, run by the magic; its LAUNCH is in the file
+        return f"%%triton --name {ex.name}\n" + solution_file(ex).read_text(encoding="utf-8").rstrip("\n")
     magic = f"{ex.magic} --name {ex.name}" if isinstance(ex, CallExercise) else f"%%cuda --name {ex.name} --no-run"
     if getattr(ex, "arch", None):  # the magic compiles for the GPU's own arch, where wgmma does not exist
         magic += f" --arch {ex.arch}"

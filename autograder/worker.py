@@ -126,8 +126,12 @@ def _confine(task: dict, compile_phase: bool) -> str:
         # the threads already running are native library workers (OpenBLAS's pool, the CUDA driver's):
         # they open no files on anyone's behalf; NVRTC and every launch run in this, the confined thread
         write = [p for p in (task.get("private_dir"), task.get("kernel_cache")) if p]
+        if task.get("untrusted_python"):
+            # a Triton submission runs here: its own folder only (never the CuPy kernel cache the run children
+            # load from), and no network
+            write = [task["private_dir"]]
         sandbox.confine(read=read, write=write, devices=not compile_phase,
-                        allow_threads=True)
+                        allow_threads=True, network=not task.get("untrusted_python"))
     except sandbox.SandboxUnavailable as exc:
         return f"not confined: {exc}"
     return ""
@@ -195,13 +199,34 @@ def _compile(chan: Channel, task: dict) -> None:
         nvrtc.getVersion()
     except Exception:
         pass
+    if task.get("language") == "triton":
+        _triton_environment(task)
     task["_current"] = 0
     chan.send(kind="begin", step=0, timeout=COMPILE_TIMEOUT_S)
     note = _confine(task, compile_phase=True)
-    data = harness.compile_task(task)
+    if task.get("language") == "triton":
+        from . import triton_build
+        ex = get_exercise(task["chapter"], task["exercise"])
+        work = triton_build.student_task if task.get("untrusted_python") else triton_build.reference_task
+        data = work(task, ex)
+    else:
+        data = harness.compile_task(task)
     if note:
         data.setdefault("notes", []).append(note)
     chan.send(kind="result", step=0, data=data, fatal=data.get("status") != "ok")
+
+
+def _triton_environment(task: dict) -> None:
+    """Triton's caches and settings for this child alone: its cache in the child's private folder, and none
+    of the TRITON_* variables a user set (a kernel override or dump folder would be read or written)."""
+    for var in [v for v in os.environ if v.startswith("TRITON_")]:
+        del os.environ[var]
+    cache = os.path.join(task["private_dir"], "triton")
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    os.environ["TRITON_CACHE_DIR"] = cache
+    os.environ["TRITON_HOME"] = task["private_dir"]
+    import triton  # noqa: F401 - imported (its compiler, ptxas found) before the file system closes
+    from triton.compiler import ASTSource  # noqa: F401
 
 
 def _run(chan: Channel, task: dict) -> None:

@@ -78,6 +78,18 @@ def _cupy_copy_gbps(nbytes: int) -> float:
     return 2 * src.nbytes / t / 1e9
 
 
+def _optional_versions() -> dict:
+    """Triton's and PyTorch's versions where they import (chapters 14 and 15 time them or their kernels)."""
+    import importlib
+    out = {}
+    for name in ("triton", "torch"):
+        try:
+            out[name] = importlib.import_module(name).__version__
+        except Exception:  # noqa: BLE001 - optional: absent, or broken, is simply not recorded
+            pass
+    return out
+
+
 def _chapter_modules(only=None):
     from . import rows as _rows
     names = sorted(m.name for m in pkgutil.iter_modules(_rows.__path__))
@@ -110,7 +122,7 @@ def run_suite(only=None, out_dir=None, log=print) -> dict:
         "device": {"name": info.name, "cc": f"{info.cc[0]}.{info.cc[1]}", "sm_count": info.sm_count,
                    "l2_bytes": info.l2_bytes},
         "versions": {"driver": info.driver, "runtime": info.runtime, "nvrtc": info.nvrtc, "cupy": info.cupy,
-                     "python": platform.python_version()},
+                     "python": platform.python_version(), **_optional_versions()},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "ceilings": ceil.to_dict(),
         "rows": [r.to_dict() for r in rows],

@@ -24,6 +24,7 @@ from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
 from . import access, cublas, fp, gemm, l2, ncu, plots, results, source, streams, tma, variants, wgmma  # public submodules: no CUDA at import
 from . import occupancy, timeline_trace  # chapter 11: occupancy rules, CUPTI timelines (both optional at run time)
+from . import attention, triton  # chapters 14-15: attention's inputs and checks; chapter 15: Triton kernels on CuPy arrays (Triton imported only when used)
 # `course.profile` is the function (the module's own name is taken by it; import course.profile's helpers with
 # `from course.profile import ...`)
 from .profile import Profile, profile, recorded_profile

@@ -149,3 +149,28 @@ def solution_source(chapter: str, name: str) -> str | None:
     solutions are not shipped (a student's copy of the course)."""
     p = REPO / "solutions" / chapter / (name if Path(name).suffix else f"{name}.cu")
     return p.read_text() if p.is_file() else None
+
+
+def triton_cell_source(chapter: str, name: str) -> str:
+    """The source of the ``%%triton --name NAME`` cell of chapters/<chapter>.ipynb; the one run in this session
+    wins over the file's."""
+    import json
+
+    from ._sources import cell_sources
+    if name in cell_sources:
+        return cell_sources[name]
+    path = _chapter_path(chapter)
+    for c in json.loads(path.read_text(encoding="utf-8")).get("cells", ()):
+        text = "".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
+        first, _, body = text.partition("\n")
+        if first.startswith("%%triton") and _name_of(first) == name:
+            return body
+    raise CourseError(f"chapters/{chapter}.ipynb has no %%triton cell named {name!r}")
+
+
+def _name_of(line: str):
+    try:
+        args = shlex.split(line)
+        return args[args.index("--name") + 1]
+    except (ValueError, IndexError):
+        return None

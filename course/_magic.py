@@ -1,4 +1,5 @@
-"""IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%gpu` runs a Python cell only with a GPU,
+"""IPython magics: `%%cuda` compiles a cell of CUDA C++, `%%triton --name NAME` runs a cell of Triton kernels
+(Python) and keeps its source, `%%gpu` runs a Python cell only with a GPU,
 `%%cublas --name EXERCISE` checks (and with a GPU, runs) a cuBLAS call written as data (chapter 10), `%%streams
 --name EXERCISE` checks a stream schedule written as data (chapter 03) and the order it gives, without a GPU."""
 from __future__ import annotations
@@ -10,7 +11,7 @@ from ._errors import CompileError
 from ._sources import CELL_FIRST_LINE, cell_sources
 
 __all__ = ["cell_sources", "CELL_FIRST_LINE", "load_ipython_extension", "cuda_cell", "gpu_cell", "cublas_cell",
-           "streams_cell"]
+           "streams_cell", "triton_cell"]
 
 _parser = argparse.ArgumentParser(prog="%%cuda", add_help=False)
 _parser.add_argument("--arch", default=None)
@@ -122,8 +123,8 @@ def _cell_name(line: str, magic: str, known) -> str:
         args = shlex.split(line)
         name = args[args.index("--name") + 1]
     except (ValueError, IndexError):
-        raise _usage_error(f"{magic} takes --name EXERCISE ({', '.join(known)})") from None
-    if name not in known:
+        raise _usage_error(f"{magic} takes --name " + (f"EXERCISE ({', '.join(known)})" if known else "NAME")) from None
+    if known is not None and name not in known:
         raise _usage_error(f"{magic}: unknown exercise {name!r}; known: {', '.join(known)}")
     return name
 
@@ -185,12 +186,35 @@ def streams_cell(line: str, cell: str) -> bool:
     return not missing
 
 
+def triton_cell(line: str, cell: str, namespace: dict) -> bool:
+    """Run a cell of ``@triton.jit`` functions in ``namespace`` and keep its source in `cell_sources` under its
+    --name (what `course.triton.lesson_kernels`, the grader's preview and the benchmarks read). Without Triton:
+    one sentence, nothing run. Triton needs a function's source text, so the cell is compiled under a name that
+    `linecache` serves."""
+    import linecache
+    name = _cell_name(line, "%%triton", None)
+    cell_sources[name] = cell
+    from ._triton_env import available
+    ok, why = available()
+    if not ok:
+        print(why)
+        return False
+    filename = f"<triton cell {name}>"
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    exec(compile(cell, filename, "exec"), namespace)
+    return True
+
+
 def load_ipython_extension(ipython) -> None:
     from IPython.core.magic import register_cell_magic
 
     @register_cell_magic("cuda")
     def _cuda(line, cell):
         cuda_cell(line, cell, ipython.user_ns)
+
+    @register_cell_magic("triton")
+    def _triton(line, cell):
+        triton_cell(line, cell, ipython.user_ns)
 
     @register_cell_magic("gpu")
     def _gpu(line, cell):

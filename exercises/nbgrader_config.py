@@ -40,6 +40,21 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+# nbgrader's release pipeline, with the course's ClearSolutions (a Triton cell's stub stays Python)
+c.GenerateAssignment.preprocessors = [
+    "nbgrader.preprocessors.IncludeHeaderFooter",
+    "nbgrader.preprocessors.InstantiateTests",
+    "nbgrader.preprocessors.LockCells",
+    "autograder.nbgrader_plugin.ClearSolutions",
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.CheckCellMetadata",
+    "nbgrader.preprocessors.ComputeChecksums",
+    "nbgrader.preprocessors.SaveCells",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbgrader.preprocessors.ClearMarkScheme",
+    "nbgrader.preprocessors.ComputeChecksums",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
 # a deleted test cell comes back (and is graded) instead of silently costing its points
 c.OverwriteCells.add_missing_cells = True
 

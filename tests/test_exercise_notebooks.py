@@ -68,11 +68,42 @@ def test_released_stub_compiles(stem):
         body = cell["source"].partition("\n")[2]
         assert "BEGIN SOLUTION" in body and "END SOLUTION" in body, \
             f"{name}: no BEGIN/END SOLUTION region, so nbgrader would replace the whole cell, %%cuda line included"
+        if cell["source"].startswith("%%triton"):   # Python: the course's ClearSolutions leaves `pass`
+            _triton_stub_compiles(stem, name, body)
+            continue
         stub = release(body)
         assert STUB in stub and "BEGIN SOLUTION" not in stub
         # sm_80, or the newer arch the cell's first line asks for (`// requires: sm_90`: a cluster kernel)
         arch = max("sm_80", course.declared_arch(stub) or "sm_80", key=course.arch_cc)
         assert course.compile_for_arch(stub, arch).cubin, f"{name}: the released stub does not compile for {arch}"
+
+
+def _triton_stub_compiles(stem, name, body):
+    """A Triton cell's released stub is Python the grader accepts, and Triton compiles it as the grader would."""
+    from autograder import get_exercise
+    from autograder.launchcfg import merge_launch
+    from autograder.triton_source import check_source, launch_from_python
+    stub = "\n".join(re.match(r"\s*", ln).group(0) + "# YOUR CODE HERE\n" + re.match(r"\s*", ln).group(0) + "pass"
+                     if "BEGIN SOLUTION" in ln else ln for ln in _outside_solution(body))
+    assert check_source(stub) == "", check_source(stub)
+    pytest.importorskip("triton")
+    from autograder.triton_build import GENERIC, compile_program, int_scalars
+    ex = get_exercise(stem, name)
+    generic = "0" * len(int_scalars(ex)) or GENERIC
+    prog = compile_program(stub, ex, merge_launch(ex, launch_from_python(stub)), "sm_80", [generic], "stub")
+    assert prog["variants"][generic]["cubin"], f"{name}: the released stub does not compile"
+
+
+def _outside_solution(body):
+    inside = False
+    for line in body.split("\n"):
+        if "BEGIN SOLUTION" in line:
+            inside = True
+            yield line
+        elif "END SOLUTION" in line:
+            inside = False
+        elif not inside:
+            yield line
 
 
 @pytest.mark.parametrize("stem", [s for s in CHAPTERS if (REPO / "solutions" / s).glob("*.py")])

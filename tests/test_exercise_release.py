@@ -140,3 +140,19 @@ def test_starter_check_catches_the_old_saxpy_comment():
                  "// The taps sit in the __constant__ array w, which the host (the grader) fills.",
                  "// saxpy: y = a * x + y over n floats, in place."):
         assert starter_problems("x", nb(line)) == [], line
+
+
+def test_triton_starters_stay_python(release):
+    """Does a released Triton cell keep running as Python (the course's ClearSolutions puts `# YOUR CODE HERE` and
+    `pass` where a %%cuda cell gets `// YOUR CODE HERE`), and is that stub a source the grader accepts, so that
+    the untouched stub compiles, runs, writes nothing and scores zero instead of stopping the notebook?"""
+    from autograder.triton_source import check_source
+    cells = [c for c in release[1]["15_triton"]["cells"] if text(c).startswith("%%triton")]
+    assert len(cells) == 2
+    for c in cells:
+        body = text(c).split("\n", 1)[1]
+        assert "# YOUR CODE HERE" in body and "pass" in body and "//" not in body, body
+        compile(body, "starter", "exec")
+        assert check_source(body) == "", check_source(body)
+    cuda = [c for c in release[1]["14_flash_attention"]["cells"] if text(c).startswith("%%cuda")]
+    assert cuda and all("// YOUR CODE HERE" in text(c) for c in cuda)

@@ -98,10 +98,13 @@ def test_exercise_notebook_named_after_its_folder():
 
 
 def test_solution_folders_hold_kernels():
-    """Does every solutions/NN_topic/ folder hold at least one .cu file?"""
-    empty = sorted(s for s in stems(REPO)["solutions/*/"]
-                   if not any((REPO / "solutions" / s).glob("*.cu")))
-    fail_on([empty and f"solutions/ folders without a .cu file: {empty}"])
+    """Does every solutions/NN_topic/ folder hold at least one kernel: a .cu file, or a Triton kernel (.py with
+    @triton.jit) for a chapter whose exercises are Triton's?"""
+    def kernels(s):
+        folder = REPO / "solutions" / s
+        return any(folder.glob("*.cu")) or any("@triton.jit" in p.read_text() for p in folder.glob("*.py"))
+    empty = sorted(s for s in stems(REPO)["solutions/*/"] if not kernels(s))
+    fail_on([empty and f"solutions/ folders without a kernel (.cu, or .py with @triton.jit): {empty}"])
 
 
 def test_checks_catch_a_broken_tree(tmp_path):

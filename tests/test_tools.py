@@ -62,8 +62,9 @@ def test_old_driver_is_named(bootstrap):
 def test_extras_for_commands(bootstrap):
     """Does `test` add the test extra, and is cuBLASLt only tried where there is a GPU?"""
     assert bootstrap.extras_for("lab", "cuda13", gpu=False) == ["cuda13"]
-    assert bootstrap.extras_for("test", "cuda12", gpu=False) == ["cuda12", "test"]
-    assert bootstrap.extras_for("test", "cuda13", gpu=True) == ["cuda13", "test", "cublaslt", "cuda-python"]
+    assert bootstrap.extras_for("test", "cuda12", gpu=False) == ["cuda12", "test", "triton"]
+    assert bootstrap.extras_for("test", "cuda13", gpu=True) == ["cuda13", "test", "cublaslt", "cuda-python",
+                                                                "triton"]
 
 
 def test_second_run_installs_nothing(bootstrap):

@@ -29,34 +29,10 @@ corpus lesson_safe.cu). Format: autograder/SPEC_FORMAT.md.
 import numpy as np
 
 from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, Tolerance, Uniform, cdiv
+from course.attention import scores, softmax64  # shared with chapter 15's Triton softmax
 from course.cublas import from_bf16, to_bf16
 
-SPREAD = 2.0        # std of the ordinary scores
-BIG = 100.0         # the rare shift: exp(100) = 2.7e43 overflows float32 (max 3.4e38, exp's limit 88.7)
-BIG_ODDS = 4096     # one element in BIG_ODDS shifted by +BIG, another one by -BIG
 REG_COLS = 2048     # the reference keeps rows up to this long in registers (32 lanes x 16 float4)
-
-
-def scores(rng, shape, dtype):
-    """Attention-like scores, each element on its own: SPREAD x N(0, 1), one in BIG_ODDS shifted by +BIG and one
-    by -BIG. A row of 2,048 has a +BIG element with odds 0.39; (509, 1024) holds about 127 of them."""
-    x = SPREAD * rng.standard_normal(size=shape)
-    u = rng.random(size=shape)
-    x += BIG * ((u < 1 / BIG_ODDS).astype(np.float64) - (u >= 1 - 1 / BIG_ODDS))
-    return x.astype(dtype)
-
-
-def softmax64(x, chunk_elems=1 << 22):
-    """Row softmax in float64 (max subtracted), a band of rows at a time: the case larger than L2 holds 13-16 M
-    elements, and three float64 copies of it at once would take most of a gigabyte."""
-    x = np.asarray(x)
-    out = np.empty(x.shape, np.float32)
-    band = max(1, chunk_elems // max(1, x.shape[1]))
-    for r0 in range(0, x.shape[0], band):
-        b = x[r0:r0 + band].astype(np.float64)
-        e = np.exp(b - b.max(axis=1, keepdims=True))
-        out[r0:r0 + band] = e / e.sum(axis=1, keepdims=True)
-    return out
 
 
 def softmax_launch(sizes, cfg):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import course
+from course.attention import attention_flops, check_attention, inputs, reference  # noqa: F401 (re-exported)
 
 __all__ = ["CHAPTER", "SHAPE", "inputs", "reference", "check_attention", "attention_flops", "launcher", "naive",
            "torch_backends", "compare_attention", "tile_sweep"]
@@ -21,46 +22,6 @@ CHAPTER = "14_flash_attention"
 SHAPE = (64, 4096, 128)          # heads (batch 4 x 16 heads), sequence length, head dim: the issue's case
 _SMEM = {"flash_fwd": lambda br, bc, d: (br + 2 * bc) * d * 2,     # Q tile and one K and one V tile, BF16
          "attn_row": lambda br, bc, d: 2 * 64 * d * 4 + 128 * d * 2}   # FP32 K and V tiles, the queries
-
-
-def inputs(heads: int, n: int, d: int, seed: int = 0):
-    """q, k, v: standard normal values rounded to BF16 (uint16 bits); o: float32 full of NaN."""
-    import cupy
-    rng = cupy.random.default_rng(seed)
-    q, k, v = (course.cublas.to_bf16(rng.standard_normal((heads, n, d), dtype=cupy.float32)) for _ in range(3))
-    return q, k, v, cupy.full((heads, n, d), cupy.nan, dtype=cupy.float32)
-
-
-def reference(q, k, v, causal: bool):
-    """softmax(Q K^T / sqrt(d)) V in float64 from the same BF16 inputs (a CuPy array), a head at a time."""
-    import cupy
-    heads, n, d = q.shape
-    out = cupy.empty((heads, n, d), dtype=cupy.float64)
-    hidden = cupy.triu(cupy.ones((n, n), dtype=bool), 1) if causal else None
-    for h in range(heads):
-        qh, kh, vh = (course.cublas.from_bf16(x[h]).astype(cupy.float64) for x in (q, k, v))
-        s = qh @ kh.T / math.sqrt(d)
-        if causal:
-            s[hidden] = -cupy.inf
-        p = cupy.exp(s - s.max(axis=1, keepdims=True))
-        out[h] = (p / p.sum(axis=1, keepdims=True)) @ vh
-    return out
-
-
-def check_attention(o, q, k, v, causal: bool, name: str = "O"):
-    """``o`` against `reference`. A kernel that rounds P to BF16 before P V (as mma.sync needs) is off by at
-    most 2^-9 of the largest |v| per term, so 2^-8 x max|V| passes it with room; a missing key tile, a wrong
-    mask or a softmax without its rescale misses by much more."""
-    import cupy
-    ref = reference(q, k, v, causal)
-    atol = 2.0 ** -8 * float(cupy.abs(course.cublas.from_bf16(v)).max())
-    return course.check(o.astype(cupy.float64), ref, rtol=0, atol=atol, name=name)
-
-
-def attention_flops(heads: int, n: int, d: int, causal: bool = False) -> float:
-    """4 n^2 d per head (Q K^T and P V, a multiply and an add each); causal: the n (n + 1) / 2 pairs kept."""
-    pairs = n * (n + 1) / 2 if causal else n * n
-    return 4.0 * heads * pairs * d
 
 
 def launcher(name: str, kernel=None, *, br: int = 128, bc: int = 64, warps: int = 4):

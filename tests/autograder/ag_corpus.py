@@ -8,7 +8,7 @@ side of the threshold, states only that it is correct: `status~="^(passed|slow)$
 
 A `.mutant` file is a submission written as edits of a reference solution, for attacks that differ from a long
 kernel in a line or two: the expect line, `// from: solutions/<chapter>/<file>.cu`, comments, then one or more
-edits, each `<<<<` (lines of the reference, found exactly once), `====`, the lines that replace them, `>>>>`.
+edits (``# from:`` for a Triton reference, a .py file), each `<<<<` (lines of the reference, found exactly once), `====`, the lines that replace them, `>>>>`.
 `corpus_source` gives the submission's text (the expect line first, as in a .cu case).
 """
 import re
@@ -38,8 +38,18 @@ def parse_expect(path) -> dict:
     return out
 
 
+TRITON_CHAPTERS = ("15_triton",)   # Python submissions: tests/autograder/test_triton_corpus.py grades them
+
+
 def corpus_files():
-    return sorted([*CORPUS.glob("*/*/*.cu"), *CORPUS.glob("*/*/*.mutant")])
+    """The CUDA cases (.cu, and .mutant edits of a .cu reference)."""
+    return sorted(p for p in [*CORPUS.glob("*/*/*.cu"), *CORPUS.glob("*/*/*.mutant")]
+                  if p.parent.parent.name not in TRITON_CHAPTERS)
+
+
+def triton_files():
+    """The Triton cases (.py, and .mutant edits of a .py reference)."""
+    return sorted(p for ch in TRITON_CHAPTERS for p in [*CORPUS.glob(f"{ch}/*/*.py"), *CORPUS.glob(f"{ch}/*/*.mutant")])
 
 
 def corpus_source(path) -> str:
@@ -49,7 +59,7 @@ def corpus_source(path) -> str:
     if path.suffix != ".mutant":
         return text
     lines = text.splitlines()
-    m = re.fullmatch(r"//\s*from:\s*(\S+)", lines[1].strip()) if len(lines) > 1 else None
+    m = re.fullmatch(r"(?://|#)\s*from:\s*(\S+)", lines[1].strip()) if len(lines) > 1 else None
     if not m:
         raise ValueError(f"{path}: the second line should be // from: solutions/<chapter>/<file>.cu")
     source = (ROOT / m.group(1)).read_text()
@@ -63,14 +73,15 @@ def corpus_source(path) -> str:
     return lines[0] + "\n" + source
 
 
-def solution_cases():
-    """The reference solutions of chapters with corpus folders: full marks expected."""
+def solution_cases(suffixes=(".cu",)):
+    """The reference solutions of chapters with corpus folders (.cu; ``(".py",)``: the Triton ones): full marks."""
     out = []
     for ch in sorted(p.name for p in CORPUS.iterdir() if p.is_dir()):
         for ex_dir in sorted(p for p in (CORPUS / ch).iterdir() if p.is_dir()):
-            sol = ROOT / "solutions" / ch / f"{ex_dir.name}.cu"
-            if sol.exists():
-                out.append(sol)
+            for suffix in suffixes:
+                sol = ROOT / "solutions" / ch / f"{ex_dir.name}{suffix}"
+                if sol.exists():
+                    out.append(sol)
     return out
 
 

@@ -12,7 +12,9 @@ def released(source_nb, out_path):
     """The student version, made by nbgrader's own ClearSolutions and ClearHiddenTests with the course config."""
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbgrader")
-    from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    from autograder.nbgrader_plugin import ClearSolutions   # the course's: a %%triton stub stays Python
     from traitlets.config.loader import PyFileConfigLoader
     cfg = PyFileConfigLoader(CONFIG.name, str(CONFIG.parent)).load_config()
     nb = nbformat.read(source_nb, as_version=4)

@@ -38,13 +38,10 @@ def test_reference_passes_its_own_checks(ex, arch):
         if target is None:
             pytest.skip(f"{ex.name} needs {need}")
         arch = target
-    try:
-        prog = course.compile_for_arch(source, arch, options=tuple(ex.options), name=ex.source_file)
-    except course.CompileError as exc:
-        if "could not be loaded" in str(exc):
-            pytest.skip("NVRTC is not installed here")
-        raise
-    verdicts = techniques.evaluate(ex, prog)
+    if ex.language == "triton":
+        verdicts = _triton_verdicts(ex, source, arch)
+    else:
+        verdicts = _cuda_verdicts(course, ex, source, arch)
     undecided = [v for v in verdicts if v.passed is None and techniques.CHECKS.get(v.name, None) is not None
                  and techniques.CHECKS[v.name].where == "sass" and "no SASS to read" in v.message]
     if undecided:
@@ -55,3 +52,25 @@ def test_reference_passes_its_own_checks(ex, arch):
         check = techniques.CHECKS.get(v.name)
         if arch.startswith("sm_90") and (check is None or check.where in ("sass", "log")):
             assert v.passed is True, v.message
+
+
+def _triton_verdicts(ex, source, arch):
+    """A Triton reference compiled by the grader's own code, and its checks read from each variant's SASS."""
+    pytest.importorskip("triton")
+    from autograder.launchcfg import merge_launch
+    from autograder.triton_build import all_keys, compile_program, reference_task
+    from autograder.triton_source import launch_from_python
+    prog = compile_program(source, ex, merge_launch(ex, launch_from_python(source)), arch, all_keys(ex), "ref")
+    out = reference_task({"student": prog, "arch": arch}, ex)
+    assert out["status"] == "ok", out.get("message")
+    return [techniques.Verdict(**v) for v in out["techniques"]]
+
+
+def _cuda_verdicts(course, ex, source, arch):
+    try:
+        prog = course.compile_for_arch(source, arch, options=tuple(ex.options), name=ex.source_file)
+    except course.CompileError as exc:
+        if "could not be loaded" in str(exc):
+            pytest.skip("NVRTC is not installed here")
+        raise
+    return techniques.evaluate(ex, prog)
