@@ -115,7 +115,7 @@ class Guarded:
         self.view = self.bytes.view(self.dtype).reshape(shape)
         self.before, self.after = before, after
 
-    def guard_problem(self, cp) -> str:
+    def guard_problem(self, cp, language: str = "cuda") -> str:
         name, n, size = self.p.name, self.n, self.dtype.itemsize
         bad_after = cp.flatnonzero(self.raw[GUARD_BYTES + self.nbytes:] != self.after)
         bad_before = cp.flatnonzero(self.raw[:GUARD_BYTES] != self.before)
@@ -130,7 +130,10 @@ class Guarded:
             hi = (int(bad_before[-1]) - GUARD_BYTES) // size
             span = f"{name}[{lo}]" if lo == hi else f"{name}[{lo}] .. {name}[{hi}]"
             msgs.append(f"out of bounds: your kernel wrote {span}, before the start of {name}.")
-        if msgs:
+        if msgs and language == "triton":
+            msgs.append("Check the mask of every tl.store (e.g. `mask=offs < n`, rows and columns in 2D): the last "
+                        "program's tile reaches past the end of the array.")
+        elif msgs:
             msgs.append("Check the bounds test (e.g. `if (i < n)`, for x and y in 2D) and that the last, "
                         "partly filled block does not write.")
         return " ".join(msgs)

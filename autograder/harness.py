@@ -263,7 +263,7 @@ def _run_variant(ctx, be, sizes, label, geo, scalars, ref_ms, variant, state):
         return "error", classify_cuda_error(exc, label, geo)
     finally:
         ctx.arm(SETUP_TIMEOUT_S, "")
-    problem = " ".join(filter(None, (b.guard_problem(cp) for b in bufs.values())))
+    problem = " ".join(filter(None, (b.guard_problem(cp, getattr(ctx.ex, "language", "cuda")) for b in bufs.values())))
     if problem:
         return "problem", problem
     for p in ex.arrays:

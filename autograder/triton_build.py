@@ -16,7 +16,6 @@ cases, plus the one that assumes nothing, which fits any arguments.
 from __future__ import annotations
 
 import base64
-import re
 
 from .spec import Scalar, Uniform, evaluate
 from .triton_source import TRITON_SCALARS, pointer_type, resolve_problem
@@ -110,44 +109,32 @@ def _load_module(source: str, label: str):
 
 
 def compile_program(source: str, ex, cfg: dict, arch: str, keys, label: str) -> dict:
-    """Compile ``ex.kernel`` of ``source`` for ``arch`` once per variant key; the program as JSON-safe data.
+    """Compile ``ex.kernel`` of ``source`` for ``arch`` once per variant key (`course.triton.compile_for`, as the
+    lesson compiles); the program as JSON-safe data (`course.triton.Compiled`'s fields, the cubin in base64).
 
     Raises ValueError (a message for the student) when the source is not allowed or Triton rejects it.
     """
     problem = resolve_problem(source)
     if problem:
         raise ValueError(problem)
+    import dataclasses
+
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from course import arch_cc
+    from course.triton import compile_for
     module = _load_module(source, label)
     fn = getattr(module, ex.kernel, None)
     if not isinstance(fn, triton.runtime.jit.JITFunction):
         raise ValueError(f"{ex.kernel} is not a @triton.jit function")
-    major, minor = arch_cc(arch)
-    target = GPUTarget("cuda", major * 10 + minor, 32)
     options = {k: int(cfg[k]) for k in LAUNCH_ONLY if k in cfg}
     variants = {}
     for key in keys:
         sig, constexprs, attrs = _signature(ex, fn, cfg, key)
         try:
-            k = triton.compile(ASTSource(fn, sig, constexprs, attrs), target=target, options=options)
+            c = compile_for(fn, sig, constexprs, arch=arch, attrs=attrs, **options)
         except Exception as exc:  # Triton's CompilationError carries the source line; keep its message
             raise ValueError(_compile_message(exc)) from None
-        ptx, cubin = k.asm.get("ptx", ""), k.asm["cubin"]
-        entry = re.search(r"\.entry\s+\w+\s*\((.*?)\)", ptx, re.S)
-        n_params = len(re.findall(r"\.param\b", entry.group(1))) if entry else 0
-        md = k.metadata
-        variants[key] = {"cubin": base64.b64encode(cubin).decode(), "shared": int(md.shared),
-                         "num_warps": int(md.num_warps), "num_stages": int(getattr(md, "num_stages", 0) or 0),
-                         "params": n_params, "name": str(md.name),
-                         "global_scratch": [int(getattr(md, "global_scratch_size", 0) or 0),
-                                            int(getattr(md, "global_scratch_align", 1) or 1)],
-                         "profile_scratch": int(getattr(md, "profile_scratch_size", 0) or 0),
-                         "cluster": list(getattr(md, "cluster_dims", None) or (1, 1, 1))}
-        if key == keys[0]:
-            variants[key]["ptx"] = ptx
+        variants[key] = dict(dataclasses.asdict(c), cubin=base64.b64encode(c.cubin).decode(),
+                             ptx=c.ptx if key == keys[0] else "")
     return {"kind": "triton", "arch": arch, "kernel": ex.kernel, "variants": variants,
             "triton": triton.__version__, "cfg": {k: v for k, v in cfg.items()}}
 
@@ -171,7 +158,9 @@ def program_problem(ex, prog) -> str:
             total += len(base64.b64decode(v["cubin"], validate=True))
             ok = (v["name"] == ex.kernel and 1 <= int(v["num_warps"]) <= 32 and 0 <= int(v["shared"]) <= 1 << 20
                   and n_user <= int(v["params"]) <= n_user + 4 and int(v["profile_scratch"]) == 0
-                  and 0 <= int(v["global_scratch"][0]) <= 1 << 20 and list(v["cluster"]) == [1, 1, 1])
+                  and 0 <= int(v["scratch"][0]) <= 1 << 20 and 1 <= int(v["scratch"][1]) <= 4096
+                  and list(v["cluster"]) == [1, 1, 1] and isinstance(v["arch"], str) and isinstance(v["ptx"], str)
+                  and 0 <= int(v["num_stages"]) <= 16)
         except (KeyError, TypeError, ValueError, IndexError):
             return "malformed variant"
         if not ok:

@@ -18,7 +18,7 @@ import re
 
 from ._triton_env import MISSING, available
 
-__all__ = ["available", "BF16", "Compiled", "compile_for", "signature_of", "launch", "Launcher", "autotune",
+__all__ = ["available", "BF16", "Compiled", "Loaded", "compile_for", "signature_of", "launch", "Launcher", "autotune",
            "lesson_kernels", "cell_source", "kernels_from_source", "MISSING", "HostArray", "interpret"]
 
 _TYPES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "int32": "i32", "uint32": "u32", "int64": "i64",
@@ -45,6 +45,8 @@ class Compiled:
     num_stages: int
     params: int              # in the PTX entry: the kernel's own, plus Triton's trailing scratch pointers
     scratch: tuple           # (global scratch bytes per program, alignment)
+    profile_scratch: int = 0     # bytes of Triton's profiler scratch (launched with a null pointer: must be 0)
+    cluster: tuple = (1, 1, 1)   # thread-block cluster dims (Triton's num_ctas > 1): launched only as (1, 1, 1)
 
     def sass(self) -> str:
         from course import sass_of
@@ -114,10 +116,17 @@ def compile_for(fn, signature: dict, constexprs: dict | None = None, *, arch=Non
     md = k.metadata
     return Compiled(md.name, f"sm_{major}{minor}", k.asm["cubin"], ptx, int(md.shared), int(md.num_warps),
                     int(num_stages), len(re.findall(r"\.param\b", entry.group(1))) if entry else 0,
-                    (int(getattr(md, "global_scratch_size", 0) or 0), int(getattr(md, "global_scratch_align", 1) or 1)))
+                    (int(getattr(md, "global_scratch_size", 0) or 0), int(getattr(md, "global_scratch_align", 1) or 1)),
+                    int(getattr(md, "profile_scratch_size", 0) or 0),
+                    tuple(int(x) for x in (getattr(md, "cluster_dims", None) or (1, 1, 1))))
 
 
-class _Loaded:
+class Loaded:
+    """A `Compiled` kernel loaded by CuPy: ``loaded(grid, args)`` launches it on CuPy's current stream as Triton's
+    launcher would (one program per grid cell, 32 x num_warps threads, its shared memory, and the trailing scratch
+    pointers Triton adds), ``args`` already typed (arrays, NumPy scalars). `launch` and the grader's run child
+    (autograder/triton_launch.py) both launch through it."""
+
     def __init__(self, c: Compiled):
         import cupy
         self.compiled, self.module = c, cupy.cuda.function.Module()
@@ -126,6 +135,27 @@ class _Loaded:
         if c.shared > 48 << 10:
             cupy.cuda.driver.funcSetAttribute(self.fn.ptr, 8, c.shared)   # the dynamic shared memory opt-in
         self.scratch = None
+
+    def _scratch_ptr(self, programs: int) -> int:
+        size, align = self.compiled.scratch
+        if not size:
+            return 0
+        import cupy
+        want = size * programs + align
+        if self.scratch is None or self.scratch.nbytes < want:   # kept: no allocation inside a timed launch
+            self.scratch = cupy.empty(want, dtype=cupy.uint8)
+        return -(-self.scratch.data.ptr // align) * align
+
+    def __call__(self, grid, args) -> None:
+        import numpy as np
+        c = self.compiled
+        grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        packed = list(args)
+        extra = c.params - len(packed)
+        if extra > 0:
+            packed += [np.uint64(self._scratch_ptr(grid[0] * grid[1] * grid[2]))] + [np.uint64(0)] * (extra - 1)
+        self.fn(grid, (32 * c.num_warps, 1, 1), tuple(packed), shared_mem=c.shared)
 
 
 _CACHE: dict = {}
@@ -144,29 +174,14 @@ def launch(fn, grid, *args, num_warps: int = 4, num_stages: int = 3, **constexpr
     """Launch ``fn`` on CuPy's current stream: ``grid`` programs (an int or a tuple of up to 3), the runtime
     ``args`` in order (CuPy arrays, `BF16`, ints, floats) and the ``tl.constexpr`` values by name. The first
     launch of a signature compiles it (outside any timed region, if you launch once before timing)."""
-    import numpy as np
     sig, cx, attrs = signature_of(fn, args, constexprs)
     key = (fn, tuple(sig.items()), tuple(sorted(cx.items())), tuple(sorted(attrs)), num_warps, num_stages)
     loaded = _CACHE.get(key)
     if loaded is None:
-        loaded = _CACHE[key] = _Loaded(compile_for(fn, sig, cx, num_warps=num_warps, num_stages=num_stages,
-                                                   attrs=attrs))
-    c = loaded.compiled
-    grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
-    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-    packed = [_pack(a, t) for a, t in zip(args, sig.values())]
-    extra = c.params - len(packed)
-    if extra > 0:
-        scratch = 0
-        if c.scratch[0]:
-            import cupy
-            want = c.scratch[0] * grid[0] * grid[1] * grid[2] + c.scratch[1]
-            if loaded.scratch is None or loaded.scratch.nbytes < want:
-                loaded.scratch = cupy.empty(want, dtype=cupy.uint8)
-            scratch = -(-loaded.scratch.data.ptr // c.scratch[1]) * c.scratch[1]
-        packed += [np.uint64(scratch)] + [np.uint64(0)] * (extra - 1)
-    loaded.fn(grid, (32 * c.num_warps, 1, 1), tuple(packed), shared_mem=c.shared)
-    return c
+        loaded = _CACHE[key] = Loaded(compile_for(fn, sig, cx, num_warps=num_warps, num_stages=num_stages,
+                                                  attrs=attrs))
+    loaded(grid, [_pack(a, t) for a, t in zip(args, sig.values())])
+    return loaded.compiled
 
 
 class Launcher:

@@ -124,8 +124,8 @@ def test_spec_fields_of_a_triton_exercise_are_checked():
 
 def _program(**changes):
     variant = {"cubin": base64.b64encode(b"\x7fELF" + bytes(64)).decode(), "shared": 0, "num_warps": 4,
-               "num_stages": 3, "params": 6, "name": "softmax", "global_scratch": [0, 1], "profile_scratch": 0,
-               "cluster": [1, 1, 1]}
+               "num_stages": 3, "params": 6, "name": "softmax", "scratch": [0, 1], "profile_scratch": 0,
+               "cluster": [1, 1, 1], "arch": "sm_90", "ptx": ""}
     variant.update(changes)
     return {"kind": "triton", "arch": "sm_90", "kernel": "softmax", "variants": {"00": variant}}
 
@@ -138,6 +138,8 @@ def _program(**changes):
     ({"params": 99}, "uses what the grader does not launch"),
     ({"cubin": "not base64!"}, "malformed"),
     ({"shared": "lots"}, "malformed"),
+    ({"scratch": [0, 0]}, "uses what the grader does not launch"),
+    ({"arch": None}, "uses what the grader does not launch"),
 ])
 def test_what_the_student_child_sends_is_checked_as_data(changes, why):
     ex = get_exercise("15_triton", "softmax")
