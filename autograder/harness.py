@@ -20,11 +20,11 @@ from .cuda_errors import classify_cuda_error, module_load_problem
 from .device import CupyBackend, backend, gpu_sections, kernel_args, launch, set_constants
 from .spec import In, InOut, Out, cdiv, shape_of
 from .gpulock import NO_LOCK
-from .timing import timing_step
+from .timing import timing_step as _kernel_timing_step
 from .worker import SETUP_TIMEOUT_S
 
 __all__ = ["GUARD_BYTES", "POISON_BITS", "CupyBackend", "backend", "probe", "limit_printf", "Context",
-           "compile_task", "load_step", "correctness_step", "timing_step", "pipeline_step", "make_inputs",
+           "compile_task", "load_step", "correctness_step", "timing_step", "pipeline_step", "prepare_ring", "make_inputs",
            "classify_cuda_error", "poison_bits"]
 
 PRINTF_FIFO_BYTES = 64 << 10
@@ -53,7 +53,8 @@ def probe():
         return False, "no usable GPU"
     d = course.device_info()
     return True, {"name": d.name, "cc": list(d.cc), "arch": d.arch, "l2_bytes": int(d.l2_bytes),
-                  "sm_count": int(d.sm_count), "max_clock_mhz": _max_clock_mhz()}
+                  "sm_count": int(d.sm_count), "max_clock_mhz": _max_clock_mhz(),
+                  "gpu_count": course.multi_gpu.gpu_count()}
 
 
 def limit_printf() -> None:
@@ -86,6 +87,21 @@ class Context:
     def geometry(self, sizes: dict, cfg: dict):
         grid, block, smem = self.ex.launch(dict(sizes), dict(cfg))
         return grid, block, int(smem)
+
+
+def timing_step(ctx: Context) -> dict:
+    """The speed step: the kernel against the reference (timing.py), or a ring exercise's ring against NCCL
+    (ring_timing.py)."""
+    if getattr(ctx.ex, "ring", None) is not None:
+        from .ring_timing import ring_timing_step
+        return ring_timing_step(ctx)
+    return _kernel_timing_step(ctx)
+
+
+def prepare_ring(ex) -> None:
+    """A ring exercise's peer access and NCCL communicators, before the child's file system closes."""
+    from .ring_timing import before_confinement
+    before_confinement(ex)
 
 
 # -- load --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .spec import (DATA_MAGICS, PARTIAL_STEP, PEAKS, CallExercise, Constant, Exe
                    Pipeline, Points, Scalar, SpecError, Tolerance, Uniform, _Array, did_you_mean, names_in, shape_of)
 from .speclock import frozen_spec_file, locked_chapters, snapshot_solutions
 from . import techniques, tensormaps
-from .triton_source import spec_problem
+from .ring import spec_problem
 
 __all__ = ["ROOT", "SPECS_DIR", "SOLUTIONS_DIR", "chapters", "load_chapter", "get_exercise", "validate",
            "reference_source", "load_spec_file"]
@@ -169,7 +169,7 @@ def validate(ex: Exercise, path: Path) -> None:
     if not isinstance(ex.kernel, str) or not re.fullmatch(r"[A-Za-z_]\w*", ex.kernel):
         raise where.error("kernel", f"should be the C name of the kernel; got {ex.kernel!r}")
 
-    field, problem = spec_problem(ex)  # the language, and a Triton exercise's fields (triton_source.py)
+    field, problem = spec_problem(ex)  # the language, Triton's fields (triton_source.py), a ring's (ring.py)
     if problem:
         raise where.error(field, problem)
     _validate_params(ex, where)

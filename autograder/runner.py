@@ -24,6 +24,7 @@ from .extract import Submission, collect_submissions
 from .hidden import draw_cases
 from .launchcfg import LaunchDataError, launch_from_source, merge_launch, parse_call_cell, reference_launch
 from .loader import chapters, get_exercise, load_chapter, reference_source
+from .ring import gpus_needed
 from .report import ExerciseReport, PipelineResult, Report, SizeResult, SpeedResult, Status
 from .signature import compare_signature
 from .source_check import check_source
@@ -285,8 +286,10 @@ def grade_source(chapter: str, exercise: str, source: str | None, *, launch: dic
     if problem:
         return policy.score(ex, [], compile_failure=problem, **extra)
     session.probe()
-    if session.gpu and not runs_on(ex, session.gpu["cc"]):  # nothing to compile for a GPU that cannot grade it
-        return policy.skipped_report(ex, session.gpu.get("arch", "?"), **dict(extra, device=session.device))
+    if session.gpu and (not runs_on(ex, session.gpu["cc"]) or session.gpu.get("gpu_count", 1) < gpus_needed(ex)):
+        # nothing to compile for a GPU that cannot grade it, or too few GPUs for a ring exercise
+        return policy.skipped_report(ex, session.gpu.get("arch", "?"), gpu_count=session.gpu.get("gpu_count", 1),
+                                     **dict(extra, device=session.device, cc=session.gpu["cc"]))
     with _private_dir() as private:
         comp = _compile(ex, source, session, private, first_line, cfg=cfg, cases=cases)
         notes = list(comp.get("notes") or [])
@@ -330,7 +333,7 @@ def _no_verdict(ex, outcome, session: Session, extra: dict) -> ExerciseReport | 
         session.no_gpu = outcome.nogpu
         return _no_gpu_report(ex, outcome.nogpu, **extra)
     if outcome is not None and outcome.skipped:
-        return policy.skipped_report(ex, outcome.skipped, **extra)
+        return policy.skipped_report(ex, outcome.skipped, gpu_count=outcome.skipped_gpus, **extra)
     return None
 
 

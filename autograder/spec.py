@@ -348,6 +348,7 @@ class Exercise:
     # it (``{"a": "bf16"}`` for bfloat16 kept as uint16)
     language: str = "cuda"
     triton_types: dict = dataclasses.field(default_factory=dict)
+    ring: Any = None   # autograder.ring.Ring: the kernel is a step of the grader's ring all-reduce (ring.py)
     # not a spec field: set by the loader to where the references are read (solutions/<chapter>/, or a
     # frozen snapshot's copies, autograder/speclock.py); a field so that copies of the exercise keep it
     solutions_dir: Any = dataclasses.field(default=None, repr=False, compare=False)

@@ -75,6 +75,7 @@ class ChildOutcome:
     device: dict | None = None
     nogpu: str | None = None
     skipped: str | None = None
+    skipped_gpus: int | None = None   # the GPUs the child saw, when it skipped (a ring exercise needs several)
     current: int | None = None  # step begun without a result
     armed: str = ""             # what ran when the deadline was set by "arm"
     armed_timeout: float = 0.0
@@ -142,6 +143,7 @@ def run_child(task: dict) -> ChildOutcome:
                     out.nogpu = msg.get("reason") or "no usable GPU"
                 elif kind == "skipped":
                     out.skipped = msg.get("arch", "?")
+                    out.skipped_gpus = msg.get("gpus")
                 elif kind == "done":
                     break
             elif not proc.is_alive():

@@ -24,7 +24,7 @@ from .floors import flop_floor_ms
 from .spec import Constant, In, InOut, Out, Scalar, shape_of
 
 __all__ = ["TIMING_BUDGET_S", "TIMING_MAX_SAMPLES", "WARMUP_RUNS", "WrongWhileTimed", "FreshInputs", "TimedPair",
-           "timing_step"]
+           "timing_step", "decide", "speed_record"]
 
 TIMING_BUDGET_S = 1.0      # per interleaved round
 POOL_VALUES = 1 << 20      # generator values per pool; fresh inputs pick from two pools
@@ -193,7 +193,6 @@ def timing_step(ctx) -> dict:
 
 
 def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:
-    from .worker import SETUP_TIMEOUT_S
     be = backend()
     ex = ctx.ex
     # the reference's time sets the student's deadline; the timing size is new to the student, so its
@@ -252,16 +251,11 @@ def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:
     # every sample now also costs a fresh draw and a reference run for the expected output
     ctx.arm(policy.MAX_ROUNDS * (TIMING_BUDGET_S * 3 + 4 * TIMING_MAX_SAMPLES * 3 * ref_s) + 60
             + policy.timeout_for(ex.timeout_s, ref_s), f"your kernel while being timed at {label}")
-    try:
-        d = policy.decide_speed(measure, ex.tiers)
-    except WrongWhileTimed as exc:
-        return {**base, "status": "failed", "message": (
-            f"your kernel gave wrong results while being timed ({exc}). Every timed launch gets new inputs and "
-            "its output is checked: it must be right on every launch, not only the first ones.")}
-    except Exception as exc:
-        return {**base, **classify_cuda_error(exc, label, geo_s)}
-    finally:
-        ctx.arm(SETUP_TIMEOUT_S, "")
+    d, failed = decide(ctx, measure, base, label, geo_s, (
+        "your kernel gave wrong results while being timed ({}). Every timed launch gets new inputs and its output is "
+        "checked: it must be right on every launch, not only the first ones."))
+    if failed:
+        return failed
     floor, why = None, ""
     if copy_ms:
         floor, why = float(np.median(copy_ms)), "copy"
@@ -269,11 +263,29 @@ def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:
         flop_ms = flop_floor_ms(ex.floor_flops(dict(sizes)), getattr(ex, "peak", "fp32"), ctx.device)
         if flop_ms is not None and flop_ms > (floor or 0.0):
             floor, why = flop_ms, getattr(ex, "peak", "fp32")
-    impossible = policy.is_impossible(d.student_ms, floor, d.reference_ms)
-    note = "" if d.settled else (f"the ratio stayed within the noise band (+-{100 * d.band:.1f}%) after "
-                                 f"{d.rounds} rounds; decided on the pooled medians")
-    speed = {"student_ms": d.student_ms, "reference_ms": d.reference_ms, "student_iqr_ms": d.student_iqr_ms,
-             "reference_iqr_ms": d.reference_iqr_ms, "ratio": d.ratio, "threshold": float(ex.speed_threshold),
-             "rounds": d.rounds, "sizes": sizes, "floor_ms": floor, "floor_kind": why, "impossible": impossible,
-             "samples": d.samples, "note": note}
-    return {**base, "status": "ok", "speed": speed}
+    return {**base, "status": "ok", "speed": speed_record(d, ex, sizes, floor, why)}
+
+
+def decide(ctx, measure, base: dict, label: str, geo, wrong: str) -> tuple:
+    """(the speed decision, None), or (None, the step's result) when a timed run was wrong (``wrong``, with
+    the problem in its ``{}``) or failed on the GPU. Disarms the measurement's deadline either way."""
+    from .worker import SETUP_TIMEOUT_S
+    try:
+        return policy.decide_speed(measure, ctx.ex.tiers), None
+    except WrongWhileTimed as exc:
+        return None, {**base, "status": "failed", "message": wrong.format(exc)}
+    except Exception as exc:
+        return None, {**base, **classify_cuda_error(exc, label, geo)}
+    finally:
+        ctx.arm(SETUP_TIMEOUT_S, "")
+
+
+def speed_record(d, ex, sizes: dict, floor, why: str, note: str = "") -> dict:
+    """The speed step's result (a `SpeedResult`'s fields) from a decision and the floor it is held to."""
+    if not d.settled:
+        note = "; ".join(filter(None, [note, f"the ratio stayed within the noise band (+-{100 * d.band:.1f}%) after "
+                                       f"{d.rounds} rounds; decided on the pooled medians"]))
+    return {"student_ms": d.student_ms, "reference_ms": d.reference_ms, "student_iqr_ms": d.student_iqr_ms,
+            "reference_iqr_ms": d.reference_iqr_ms, "ratio": d.ratio, "threshold": float(ex.speed_threshold),
+            "rounds": d.rounds, "sizes": sizes, "floor_ms": floor, "floor_kind": why,
+            "impossible": policy.is_impossible(d.student_ms, floor, d.reference_ms), "samples": d.samples, "note": note}

@@ -241,8 +241,10 @@ def _run(chan: Channel, task: dict) -> None:
     from .tensormaps import prepare_driver, runs_on
     need = types.SimpleNamespace(min_cc=tuple(task.get("min_cc") or ex.min_cc),
                                  arch=task.get("arch", getattr(ex, "arch", None)))
-    if not runs_on(need, info["cc"]):   # an older GPU, or not the one an arch-specific target runs on
-        chan.send(kind="skipped", arch=info["arch"])
+    from .ring import gpus_needed
+    if not runs_on(need, info["cc"]) or info.get("gpu_count", 1) < gpus_needed(ex):
+        # an older GPU, not the one an arch-specific target runs on, or too few GPUs for a ring
+        chan.send(kind="skipped", arch=info["arch"], gpus=info.get("gpu_count", 1))
         return
     harness.limit_printf()
     from .cuda_errors import share_gpu
@@ -273,6 +275,9 @@ def _run(chan: Channel, task: dict) -> None:
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
     prepare_driver(ex)  # TMA maps are encoded by the driver's bindings, loaded before the file system closes
+    prepare_ring = getattr(harness, "prepare_ring", None)   # the CPU tests' fake harness has none
+    if getattr(ex, "ring", None) is not None and "timing" in task["steps"] and prepare_ring is not None:
+        prepare_ring(ex)  # NCCL starts (reading /sys and /proc) before the file system closes
     _confine(task, compile_phase=False)
     failed = bool(task.get("failed_before"))
     steps = task["steps"]

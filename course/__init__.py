@@ -24,13 +24,14 @@ from ._table import print_table
 from ._timing import BenchResult, benchmark, interleaved
 from . import access, cublas, fp, gemm, l2, ncu, plots, results, source, streams, tma, variants, wgmma  # public submodules: no CUDA at import
 from . import occupancy, timeline_trace  # chapter 11: occupancy rules, CUPTI timelines (both optional at run time)
+from . import multi_gpu  # chapter 16: peers, NCCL and the ring all-reduce (NCCL imported only when used)
 from . import attention, triton  # chapters 14-15: attention's inputs and checks; chapter 15: Triton kernels on CuPy arrays (Triton imported only when used)
 # `course.profile` is the function (the module's own name is taken by it; import course.profile's helpers with
 # `from course.profile import ...`)
 from .profile import Profile, profile, recorded_profile
 
 __all__ = [
-    "BenchResult", "CELL_FIRST_LINE", "first_line_of", "Ceilings", "CudaCell", "access", "cublas", "fp", "gemm", "l2", "ncu", "plots", "results", "source", "streams", "tma", "variants", "wgmma", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
+    "BenchResult", "CELL_FIRST_LINE", "first_line_of", "Ceilings", "CudaCell", "access", "multi_gpu", "cublas", "fp", "gemm", "l2", "ncu", "plots", "results", "source", "streams", "tma", "variants", "wgmma", "CheckError", "CheckResult", "CompileError", "CourseError", "DeviceInfo",
     "FEATURES", "FeatureUnavailable", "Kernel", "LaunchError", "Module", "NoGPUError", "Program",
     "Resources", "arch_cc", "arch_runs_on", "target_for", "assert_close", "benchmark", "cell_sources", "ceilings", "check", "compile",
     "compile_for_arch", "declared_arch", "default_tolerance", "device_info", "gpu_available", "gpu_slug", "grid_2d",

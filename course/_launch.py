@@ -206,6 +206,7 @@ class Module:
     def __init__(self, program: Program):
         import cupy
         self.program = program
+        self.device_id = cupy.cuda.Device().id  # a module lives on the GPU it was loaded on (course.multi_gpu)
         self._mod = cupy.cuda.function.Module()
         self._mod.load(program.cubin)
         sigs = parse_kernels(program.source)

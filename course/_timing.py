@@ -133,9 +133,10 @@ class _CudaBackend:
     off, a spacer kernel keeps the GPU busy while the sample is queued)."""
 
     _flush_buf = None
+    _other_bufs = {}   # device -> its flush buffer (multi-GPU timing)
     _spacer = None
 
-    def __init__(self, stream=None, flush_l2=True):
+    def __init__(self, stream=None, flush_l2=True, devices=None):
         import cupy
         from ._env import device_info
         self.cupy = cupy
@@ -143,6 +144,15 @@ class _CudaBackend:
         self.flush_l2 = flush_l2
         self.info = device_info()
         self.start_ev, self.end_ev = cupy.cuda.Event(), cupy.cuda.Event()
+        # the other GPUs a timed callable uses (course.multi_gpu): their L2s are flushed before each sample
+        # too, on streams of their own that the timer's stream waits for, so the flushes stay untimed
+        here = cupy.cuda.Device().id
+        self.others = []
+        for d in sorted(set(devices or ())):
+            if d != here:
+                with cupy.cuda.Device(d):
+                    self.others.append((d, cupy.cuda.Stream(non_blocking=True),
+                                        cupy.cuda.Event(disable_timing=True)))
 
     def __enter__(self):
         self._ctx = self.stream
@@ -159,6 +169,14 @@ class _CudaBackend:
         if self.flush_l2:
             buf = _CudaBackend._flush_buf
             self.cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.stream.ptr)
+            for d, stream, done in self.others:
+                with self.cupy.cuda.Device(d):
+                    other = _CudaBackend._other_bufs.get(d)
+                    if other is None:
+                        other = _CudaBackend._other_bufs[d] = self.cupy.empty(buf.nbytes, dtype=self.cupy.uint8)
+                    self.cupy.cuda.runtime.memsetAsync(other.data.ptr, 0, other.nbytes, stream.ptr)
+                    done.record(stream)
+                self.stream.wait_event(done)
             return
         if _CudaBackend._spacer is None:
             _CudaBackend._spacer = self.cupy.RawKernel(_SPIN, "course_spacer")
@@ -199,7 +217,7 @@ def _held(factory):
 
 def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 100,
                 rel_noise: float = 0.02, budget_s: float = 2.0, flush_l2: bool = True, stream=None,
-                on_sample=None, around_pass=None, max_wait_s=None, _backend=None) -> dict:
+                on_sample=None, around_pass=None, max_wait_s=None, devices=None, _backend=None) -> dict:
     """Time several callables round-robin so clock drift and thermal changes hit all alike.
 
     Parameters
@@ -218,6 +236,9 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
         Once every callable has ``min_samples``, stop when the waits for ``around_pass`` have added up to
         this (default ten times ``budget_s``): under a busy lock the samples already taken decide, rather
         than a wait that could outlast the caller's deadline.
+    devices : list of int, optional
+        Other GPUs the callables use (`course.multi_gpu`): their L2s are flushed before each sample too. The
+        events stay on the timer's stream, so a callable spanning GPUs forks from it and joins into it.
 
     Returns
     -------
@@ -231,7 +252,7 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
             raise TypeError(f"`fns[{k!r}]` should be callable; got {type(f).__name__}")
     if min_samples < 1 or max_samples < min_samples:
         raise ValueError(f"need 1 <= min_samples <= max_samples; got {min_samples}, {max_samples}")
-    backend = _backend or _CudaBackend(stream, flush_l2)
+    backend = _backend or _CudaBackend(stream, flush_l2, devices)
     samples = {k: [] for k in fns}
     stopped = {k: "" for k in fns}
     with backend:
@@ -271,7 +292,7 @@ def interleaved(fns: dict, *, warmup: int = 3, min_samples: int = 10, max_sample
 
 def benchmark(fn, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 100,
               rel_noise: float = 0.02, budget_s: float = 2.0, flush_l2: bool = True, stream=None,
-              name: str | None = None, on_sample=None, _backend=None) -> BenchResult:
+              name: str | None = None, on_sample=None, devices=None, _backend=None) -> BenchResult:
     """Time ``fn()`` on the GPU: warm-up, L2 flushed before each sample, CUDA events, stopping rule.
 
     ``fn`` enqueues work on the current CuPy stream; the benchmark makes its own stream current, so
@@ -294,4 +315,4 @@ def benchmark(fn, *, warmup: int = 3, min_samples: int = 10, max_samples: int = 
     return interleaved({key: fn}, warmup=warmup, min_samples=min_samples, max_samples=max_samples,
                        rel_noise=rel_noise, budget_s=budget_s, flush_l2=flush_l2, stream=stream,
                        on_sample=(None if on_sample is None else (lambda _n, i: on_sample(i))),
-                       _backend=_backend)[key]
+                       devices=devices, _backend=_backend)[key]

@@ -3,6 +3,10 @@ committed to the store as each arrives, a progress bar with ETA, then the gradeb
 
 Dask schedules, retries the tasks of a worker that died (a GPU that fell off) on the others, and gives up
 on a task that killed workers repeatedly; that job alone gets a "grader error" row, graded again next run.
+
+A ring exercise (chapter 16: autograder/ring.py) needs every GPU of the host at once, which no one-GPU worker
+has: its jobs are graded after the workers' jobs, one at a time, by this process with the batch's GPUs
+visible, as `python -m autograder grade` would grade them on this host.
 """
 from __future__ import annotations
 
@@ -129,6 +133,7 @@ def grade_class(path, *, chapters=None, exercise: str | None = None, results: st
     out = BatchResult(rows=[], ignored=ignored)
     with ResultStore(results) as store:
         client, cluster, out.per_gpu = _connect(scheduler, gpus, per_gpu, worker_env)
+        host_gpus = local_gpus() if gpus is None else [str(g) for g in gpus]
         try:
             out.gpus = client.run(worker_gpu, harness) if client is not None else {}
             models = sorted(set(out.gpus.values())) or None
@@ -137,7 +142,12 @@ def grade_class(path, *, chapters=None, exercise: str | None = None, results: st
             log(f"{len(jobs)} job(s) in {len({(j.student, j.assignment) for j in jobs})} submission(s); "
                 f"{out.reused} already graded, {len(todo)} to grade on "
                 f"{', '.join(f'{w.rsplit(chr(47), 1)[-1]}: {m}' for w, m in sorted(out.gpus.items())) or 'no worker'}")
-            out.interrupted = _run(client, todo, store, speed, harness, out, progress)
+            rings = [j for j in todo if not j.problem and _needs_all_gpus(j)]
+            out.interrupted = _run(client, [j for j in todo if j not in rings], store, speed, harness, out, progress)
+            if rings and not out.interrupted:
+                _close(client, cluster)   # the workers' GPUs are free: the rings take them all
+                client = cluster = None
+                out.interrupted = _run_rings(rings, store, speed, harness, out, host_gpus, log)
         finally:
             _close(client, cluster)
         out.rows = store.current(jobs)
@@ -149,6 +159,35 @@ def grade_class(path, *, chapters=None, exercise: str | None = None, results: st
         from .summary import write_report
         write_report(out, report_dir)
     return out
+
+
+def _needs_all_gpus(job) -> bool:
+    from ..loader import get_exercise
+    from ..ring import gpus_needed
+    try:
+        return gpus_needed(get_exercise(job.assignment, job.exercise)) > 1
+    except Exception:  # an unknown exercise is the worker's to report
+        return False
+
+
+def _run_rings(jobs, store, speed, harness, out: BatchResult, gpus: list, log) -> bool:
+    """Ring exercises, one at a time in this process, every GPU of the batch visible; True when interrupted."""
+    log(f"{len(jobs)} ring job(s) on {len(gpus)} GPU(s) together")
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    try:
+        for job in jobs:
+            res = grade_job(job.to_dict(), speed, harness)
+            store.put(job, res["report"], res["gpu"], f"{res['worker']} (all GPUs)")
+            out.graded += 1
+    except KeyboardInterrupt:
+        return True
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+    return False
 
 
 def _connect(scheduler, gpus, per_gpu, worker_env):

@@ -9,16 +9,9 @@ need sm_80.
 """
 from __future__ import annotations
 
+from . import table_rows
+
 CHAPTER = "15_triton"
-
-
-def _table_rows(ctx, table, tag: str, targets=None) -> list:
-    out = []
-    for r in table:
-        base = None if r["anchor"] is None else next(x["rate"] for x in table if x["name"] == r["anchor"])
-        out.append(ctx.row(f"{r['name']} ({tag})", r["rate"], r["unit"], anchor=r["anchor"] and f"{r['anchor']} ({tag})",
-                           anchor_value=base, target=(targets or {}).get(r["name"]), note=r["about"]))
-    return out
 
 
 def rows(ctx) -> list:
@@ -28,9 +21,9 @@ def rows(ctx) -> list:
         raise RuntimeError(why)
     from course.lessons import ch15
     quiet = {"verbose": False, "progress": False}
-    out = _table_rows(ctx, ch15.compare_vec_add(**quiet), "vector add, 2^26 floats")
-    out += _table_rows(ctx, ch15.compare_softmax(**quiet), "row softmax, 32768 x 2048")
-    out += _table_rows(ctx, ch15.compare_layer_norm(**quiet), "layer norm, 16384 x 4096")
+    out = table_rows(ctx, ch15.compare_vec_add(**quiet), "vector add, 2^26 floats")
+    out += table_rows(ctx, ch15.compare_softmax(**quiet), "row softmax, 32768 x 2048")
+    out += table_rows(ctx, ch15.compare_layer_norm(**quiet), "layer norm, 16384 x 4096")
     if course.device_info().cc < (8, 0):
         return out
     best, times = ch15.tune_matmul()
@@ -48,14 +41,14 @@ def rows(ctx) -> list:
             mma(-(-m // 256) * -(-n // 128), 256, a, b, c, m, n, k, shared_mem=98304)
         cuda["CUDA mma_gemm (chapter 08)"] = mma_gemm
     table = ch15.compare_matmul(config=best, cuda=cuda, **quiet)
-    out += _table_rows(ctx, table, "BF16 matmul 4096^3", targets={"Triton matmul_bf16": 0.80})
+    out += table_rows(ctx, table, "BF16 matmul 4096^3", targets={"Triton matmul_bf16": 0.80})
     from course.lessons import ch14
     for causal in (False, True):
         q, k, v, o = course.attention.inputs(64, 4096, 128)
         anchors = {f"torch {n}": f for n, f in ch14.torch_backends(q, k, v, causal).items()}
         table = ch15.compare_attention(causal=causal, cuda={"CUDA flash_fwd (chapter 14)": ch14.launcher("flash_fwd")},
                                        anchors=anchors, **quiet)
-        out += _table_rows(ctx, table, f"attention 64 x 4096 x 128, {'causal' if causal else 'full'}")
+        out += table_rows(ctx, table, f"attention 64 x 4096 x 128, {'causal' if causal else 'full'}")
     return out + _graded_rows(ctx)
 
 

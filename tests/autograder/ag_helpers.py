@@ -1,4 +1,5 @@
 """Helpers for the grader's tests (a module of its own: `import conftest` is ambiguous under tests/)."""
+import functools
 import json
 import os
 import subprocess
@@ -28,6 +29,17 @@ def gpu_present() -> bool:
     except Exception:
         return False
     return r.stdout.strip().endswith("True")
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count() -> int:
+    """GPUs this machine has, asked in a subprocess (this test process never initializes CUDA itself)."""
+    try:
+        r = subprocess.run([sys.executable, "-c", "import course; print(course.multi_gpu.gpu_count())"],
+                           capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+        return int(r.stdout.strip().splitlines()[-1])
+    except Exception:
+        return 0
 
 
 def no_gpu_env():

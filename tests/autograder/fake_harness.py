@@ -3,7 +3,7 @@
 Behaviour is chosen by a comment in the kernel source, e.g. ``// FAKE: hang@2 die@1 slow``:
   compile-error, compile-die (the compile child dies as at its CPU-time limit), hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
   fail@I, raise@I (grader bug), huge@I (a 3 MB message), print (printf-like output), slow, impossible,
-  wrongtimed, nogpu, oldgpu, oom@I (the launch runs out of device memory every time), oomshared@I (only
+  wrongtimed, nogpu, oldgpu (FAKE_GPUS=N in the environment: the machine has N GPUs, default 1), oom@I (the launch runs out of device memory every time), oomshared@I (only
   while other gradings share the GPU: their memory filled it). Out-of-memory goes through the real
   autograder.cuda_errors, which decides whose doing it is.
 Pipeline step (exercises with a `Pipeline`): pipe=R[,R2...] the pipeline/un-overlapped ratio of each
@@ -36,7 +36,8 @@ def probe():
     if mode == "none":
         return False, "This needs an NVIDIA GPU, and none is usable here: fake machine without a GPU."
     cc = [7, 5] if mode == "t4" else [9, 0]
-    return True, {"name": "Fake GPU", "cc": cc, "arch": f"sm_{cc[0]}{cc[1]}", "l2_bytes": 1 << 20, "sm_count": 1}
+    return True, {"name": "Fake GPU", "cc": cc, "arch": f"sm_{cc[0]}{cc[1]}", "l2_bytes": 1 << 20, "sm_count": 1,
+                  "gpu_count": int(os.environ.get("FAKE_GPUS", "1"))}
 
 
 def limit_printf():

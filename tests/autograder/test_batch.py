@@ -249,3 +249,27 @@ def test_a_session_alone_copies_every_field_but_the_lock():
     assert type(a) is Later and a.added_later == 7 and a.seed == 5 and a.gpu == s.gpu
     assert a.references is s.references and a.device == s.device
     assert not a.shared_gpu and a.gpu_lock() is None and a._lock is not s._lock
+
+
+RING = (ROOT / "solutions" / "16_multi_gpu" / "ring_step.cu").read_text()
+
+
+@pytest.mark.parametrize("gpus,status,points", [("2", "passed", 10), ("1", "skipped", 0)])
+def test_a_ring_exercise_is_graded_on_every_gpu_after_the_workers(tmp_path, monkeypatch, gpus, status, points):
+    """A ring job needs every GPU of the host, which no one-GPU worker has: the batch grades it after the workers'
+    jobs, in its own process with the batch's GPUs visible, as serial grading would (FAKE_GPUS: the fake machine's
+    GPU count). The saxpy job beside it still goes to a worker."""
+    monkeypatch.setenv("FAKE_GPUS", gpus)
+    monkeypatch.setenv("FAKE_GPU", "h100")
+    root = tmp_path / "submitted"
+    for chapter, name, src in (("16_multi_gpu", "ring_step", RING), (CH, "saxpy", SAXPY)):
+        d = root / "erin" / chapter
+        d.mkdir(parents=True)
+        make_notebook([("code", "%load_ext course", []), ("code", f"%%cuda --name {name} --no-run\n{src}\n// FAKE: ok", [])],
+                      d / f"{chapter}.ipynb")
+    res = _grade(root, chapters=["16_multi_gpu", CH], exercise=None)
+    rows = _rows(res)
+    ring = rows[("erin", "ring_step")]
+    assert ring["status"] == status and ring["points"] == points, ring["feedback"]
+    assert ring["worker"].endswith("(all GPUs)")
+    assert not rows[("erin", "saxpy")]["worker"].endswith("(all GPUs)") and rows[("erin", "saxpy")]["points"] == 10

@@ -1,0 +1,138 @@
+"""course.multi_gpu: the ring's arithmetic (CPU tier), the rings and NCCL on one GPU and on all of them (GPU tier;
+the multi-GPU tests skip on a machine with one), and the course timer's flush of every GPU a callable uses."""
+import numpy as np
+import pytest
+
+from course import multi_gpu as mg
+
+
+@pytest.mark.parametrize("n,world,chunk", [(0, 1, 0), (1, 1, 4), (1, 8, 4), (33, 3, 12), (4097, 2, 2052),
+                                           (1_000_003, 8, 125_004)])
+def test_chunks_are_a_multiple_of_4_covering_n(n, world, chunk):
+    assert mg.ring_chunk(n, world) == chunk
+    bounds = [mg.ring_chunk_bounds(n, world, c) for c in range(world)]
+    covered = [i for lo, hi in bounds for i in range(lo, hi)]
+    assert covered == list(range(n))                        # each element in exactly one chunk, in order
+    assert all(lo % 4 == 0 or lo == n for lo, _ in bounds)  # every chunk starts 16-byte aligned (or is empty)
+
+
+def test_a_bad_ring_size_is_refused():
+    with pytest.raises(ValueError, match="world >= 1"):
+        mg.ring_chunk(10, 0)
+
+
+def test_schedule_adds_then_copies_and_every_rank_touches_every_chunk_once_per_phase():
+    for world in range(1, 9):
+        sched = mg.ring_schedule(world)
+        assert len(sched) == 2 * (world - 1) * world
+        for r in range(world):
+            adds = [c for s, q, c, op in sched if q == r and op == "add"]
+            copies = [c for s, q, c, op in sched if q == r and op == "copy"]
+            assert len(adds) == len(copies) == world - 1
+            assert len(set(adds)) == world - 1 and (r % world) not in adds   # its own chunk is never added into
+            # the chunk a rank completes last in reduce-scatter is the one it never receives in all-gather
+            if world > 1:
+                assert set(range(world)) - set(copies) == {adds[-1]}
+
+
+def test_bus_bandwidth_is_algbw_times_two_n_minus_one_over_n():
+    assert mg.algorithm_bandwidth(1e9, 1.0) == pytest.approx(1000.0)
+    assert mg.bus_bandwidth(1e9, 1.0, 2) == pytest.approx(1000.0)
+    assert mg.bus_bandwidth(1e9, 1.0, 8) == pytest.approx(1750.0)
+    assert mg.ring_bytes(8 << 20, 4) == pytest.approx(1.5 * (8 << 20))
+
+
+# --- GPU tier --------------------------------------------------------------------------------------------------
+
+def _reference():
+    import course
+    return course.compile(course.solution_source("16_multi_gpu", "ring_step.cu")).kernel("ring_step")
+
+
+def _add_into():
+    import course
+    return course.compile('extern "C" __global__ void add_into(float* acc, const float* x, int n) {'
+                          ' for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)'
+                          ' acc[i] += x[i]; }').kernel("add_into")
+
+
+def _exact(ranks, n, run, seed=0):
+    import cupy
+    bufs = mg.fill_ranks(ranks, n, seed=seed, integers=True)
+    want = np.sum([cupy.asnumpy(b).astype(np.float64) for b in bufs], axis=0)
+    run(bufs)
+    ranks.sync()
+    return mg.check_allreduce(want, bufs, exact=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [1, 2, 3, 8])
+def test_the_reference_ring_on_one_gpu_gives_the_exact_sum(world):
+    ranks = mg.ranks_on([0] * world, _reference())
+    for n in (1, 33, 4097, 1_000_003):
+        assert _exact(ranks, n, lambda b: mg.ring_allreduce(ranks, b)) == ""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pieces", [1, 3, 8])
+def test_the_copy_ring_on_one_gpu_gives_the_exact_sum(pieces):
+    import cupy
+    ranks = mg.ranks_on([0, 0, 0])
+    n = 1_000_003
+    scratch = [cupy.empty(n, dtype=cupy.float32) for _ in range(3)]
+    adds = [_add_into()] * 3
+    assert _exact(ranks, n, lambda b: mg.copy_ring_allreduce(ranks, b, scratch, adds, pieces=pieces)) == ""
+
+
+@pytest.mark.gpu
+def test_a_wrong_sum_is_reported_with_where():
+    import cupy
+    ranks = mg.ranks_on([0, 0], _reference())
+    bufs = mg.fill_ranks(ranks, 100, integers=True)
+    want = sum(b.astype(cupy.float64) for b in bufs)
+    mg.ring_allreduce(ranks, bufs)
+    ranks.sync()
+    assert mg.check_allreduce(want, bufs, exact=True) == ""
+    bufs[1][7] += 1
+    assert mg.check_allreduce(want, bufs, exact=True).startswith("rank 1: 1 of 100 values wrong, first at [7]")
+
+
+def _two_or_more():
+    if mg.gpu_count() < 2:
+        pytest.skip("needs two or more GPUs")
+    return list(range(mg.gpu_count()))
+
+
+@pytest.mark.gpu
+def test_the_reference_ring_nccl_and_the_copy_ring_on_every_gpu_give_the_exact_sum():
+    import cupy
+    devs = _two_or_more()
+    n = (16 << 20) + 3
+    ring = mg.ranks_on(devs, _reference())
+    assert _exact(ring, n, lambda b: mg.ring_allreduce(ring, b)) == ""
+    nccl = mg.Ranks(devs)
+    assert _exact(nccl, n, lambda b: mg.nccl_allreduce(nccl, b)) == ""
+    copy = mg.ranks_on(devs)
+    scratch, adds = [], []
+    for d in devs:
+        with cupy.cuda.Device(d):
+            scratch.append(cupy.empty(n, dtype=cupy.float32))
+        adds.append(mg.load_kernel(_add_into(), d))
+    assert _exact(copy, n, lambda b: mg.copy_ring_allreduce(copy, b, scratch, adds, pieces=4)) == ""
+
+
+@pytest.mark.gpu
+def test_peer_copies_and_a_timed_ring_across_gpus():
+    """The copy matrix is positive with a faster diagonal, and the course's timer times a ring between one
+    stream's two events (its samples positive and steady) while flushing every GPU's L2."""
+    import course
+    devs = _two_or_more()
+    m = mg.copy_bandwidth_matrix(64 << 20)
+    assert m.shape == (len(devs), len(devs)) and (m > 0).all()
+    assert m[0, 0] > m[0, 1]
+    ranks = mg.ranks_on(devs, _reference())
+    bufs = mg.fill_ranks(ranks, 64 << 20)
+    r = course.benchmark(lambda: mg.ring_allreduce(ranks, bufs), devices=devs)
+    assert r.n >= 10 and r.median_ms > 0
+    # the ring is limited by the link: its bus bandwidth cannot beat a peer copy's by much
+    assert mg.bus_bandwidth(4 * (64 << 20), r.median_ms, len(devs)) < 1.2 * m[0, 1]
