@@ -18,12 +18,13 @@ from .spec import (LARGER_THAN_L2, CallExercise, Constant, Exercise, In, InOut, 
                    SpecError, Tolerance, Uniform, cdiv)
 from .tensormaps import TensorMap
 from .ring import Ring
+from .trial import Trial, trial
 
 __all__ = [
     "Exercise", "CallExercise", "In", "Out", "InOut", "Scalar", "Constant", "TensorMap", "Uniform", "Tolerance", "Points",
     "Pipeline", "Ring", "LARGER_THAN_L2",
     "cdiv", "SpecError", "launch_from_source", "launch_from_python", "sample_inputs", "chapters", "load_chapter", "get_exercise", "grade_source", "grade_path", "speed_trials",
     "grade_class", "Session", "TRACE_ENV", "summarise_trace",
-    "preview", "nbgrader_points", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
+    "preview", "nbgrader_points", "trial", "Trial", "Report", "ExerciseReport", "SizeResult", "SpeedResult", "PipelineResult",
     "Status",
 ]

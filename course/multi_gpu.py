@@ -12,6 +12,7 @@ here touches CUDA at import time; NCCL is imported only when used.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -239,9 +240,15 @@ def ring_allreduce(ranks: Ranks, bufs, *, block: int = 512, grid: int | None = N
 
 def _grid(device: int, items: int, block: int) -> int:
     """Enough blocks to fill the GPU a few times over (a grid-stride loop does the rest)."""
+    return max(1, min(-(-max(items, 1) // (4 * block)), 8 * _sm_count(device)))
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: int) -> int:
+    # asked once: reading a device's attributes takes longer than a ring step's launch, and a host that falls
+    # behind leaves the GPUs idle between the steps
     import cupy
-    sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
-    return max(1, min(-(-max(items, 1) // (4 * block)), 8 * sms))
+    return int(cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device))
 
 
 def copy_ring_allreduce(ranks: Ranks, bufs, scratch, add_kernels, *, pieces: int = 1, block: int = 512) -> None:

@@ -38,7 +38,8 @@ class Sweep:
     """
 
     def __init__(self, run, params: dict, *, metric: str, x: str | None = None, name: str | None = None,
-                 recorded: str | os.PathLike | None = None, title: str | None = None, logx: bool = False):
+                 recorded: str | os.PathLike | None = None, title: str | None = None, logx: bool = False,
+                 live: bool | None = None):
         if not params or any(len(v) == 0 for v in params.values()):
             raise ValueError("`params` should map each parameter name to a non-empty list of values")
         self.run = run
@@ -54,7 +55,8 @@ class Sweep:
         self.recorded = Path(recorded) if recorded else (
             results_dir() / "sweeps" / f"{name}.json" if name else None)
         from ._env import gpu_available
-        self.live = gpu_available()
+        # ``live=False`` replays where this machine's GPU cannot measure the sweep (one GPU, a sweep over several)
+        self.live = gpu_available() if live is None else bool(live) and gpu_available()
         if not self.live:
             self._load()
 
@@ -238,8 +240,10 @@ class Sweep:
     def _ipython_display_(self):
         from IPython.display import display
         if not self.live and not self.results:
-            print(f"[no GPU] This sweep measures {self.metric} on a GPU; no recording of it "
-                  f"({self.recorded}) is available to replay here.")
+            from ._env import gpu_available
+            tag, gpu = ("[not measured here]", "on the GPUs it needs") if gpu_available() else ("[no GPU]", "on a GPU")
+            print(f"{tag} This sweep measures {self.metric} {gpu}; no recording of it ({self.recorded}) is available "
+                  "to replay here.")
             return
         try:
             display(self.widget())
@@ -250,13 +254,14 @@ class Sweep:
 
 
 def sweep(run, params: dict, *, metric: str, x: str | None = None, name: str | None = None,
-          recorded=None, title: str | None = None, logx: bool = False, record: bool | None = None) -> Sweep:
+          recorded=None, title: str | None = None, logx: bool = False, record: bool | None = None,
+          live: bool | None = None) -> Sweep:
     """Build a `Sweep`; display it as the cell's last expression to get the sliders.
 
     With ``record=True`` (or the environment variable COURSE_RECORD_SWEEPS=1) and a GPU, every
     combination is measured and saved for CPU-only replay.
     """
-    s = Sweep(run, params, metric=metric, x=x, name=name, recorded=recorded, title=title, logx=logx)
+    s = Sweep(run, params, metric=metric, x=x, name=name, recorded=recorded, title=title, logx=logx, live=live)
     if record is None:
         from .profile import recording_run
         record = recording_run()

@@ -18,7 +18,7 @@ from course import multi_gpu as mg
 from course.variants import Variant, compare
 
 __all__ = ["CHAPTER", "lesson_kernels", "machine", "topology", "schedule_table", "simulate", "bandwidth_table",
-           "plot_matrix", "peer_read_table", "allreduce_table", "allreduce_sweep", "overlap", "MIB"]
+           "plot_matrix", "peer_read_table", "allreduce_table", "allreduce_sweep", "plot_busbw", "overlap", "MIB"]
 
 CHAPTER = "16_multi_gpu"
 MIB = 1 << 20
@@ -251,7 +251,22 @@ def allreduce_sweep(kernels=None, record: bool | None = None):
     return sweep(run, {"MiB per GPU": [1, 4, 16, 64, 256, 1024], "how": ["NCCL", "copy ring, 8 pieces",
                                                                      "direct ring, ring_step_1"]},
                  metric="bus bandwidth, GB/s (median)", name="16_multi_gpu_allreduce", logx=True,
-                 title="all-reduce: bus bandwidth against size", record=record)
+                 title="all-reduce: bus bandwidth against size", record=record, live=mg.gpu_count() >= 2)
+
+
+def plot_busbw(sw, peak_gbps: float | None = None, ax=None):
+    """The sweep's three curves against the link: a peer copy's GB/s (``peak_gbps``, measured in section 2; by
+    default the recorded GPU 0 -> GPU 1 copy), the ceiling a bus bandwidth cannot pass."""
+    import course.plots
+    import course.results
+    if peak_gbps is None:
+        rows, _gpu, _ceil = course.results.recorded_rows(CHAPTER, "peer copy GPU 0 -> GPU 1, 256 MiB")
+        peak_gbps = rows[0]["value"] if rows else None
+    mib = sw.params["MiB per GPU"]
+    series = {how: [np.nan if v is None else v for _x, v in sw.curve(progress=False, how=how)] for how in sw.params["how"]}
+    return course.plots.bandwidth_curve([m * MIB for m in mib], series, peak_gbps=peak_gbps,
+                                        peak_label="peer copy GPU 0 -> GPU 1", ax=ax,
+                                        title="all-reduce bus bandwidth against the link")
 
 
 # --- 5. overlapping communication with compute ------------------------------------------------------------
