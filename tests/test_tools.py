@@ -65,6 +65,10 @@ def test_extras_for_commands(bootstrap):
     assert bootstrap.extras_for("test", "cuda12", gpu=False) == ["cuda12", "test", "triton"]
     assert bootstrap.extras_for("test", "cuda13", gpu=True) == ["cuda13", "test", "cublaslt", "cuda-python",
                                                                 "triton"]
+    # NCCL only where there are GPUs to all-reduce across, for the CuPy build's CUDA major, and never required
+    assert bootstrap.extras_for("lab", "cuda12", gpu=True, gpus=2)[-1] == "nccl12"
+    assert "nccl13" not in bootstrap.extras_for("lab", "cuda13", gpu=True, gpus=1)
+    assert bootstrap.is_optional("nccl13") and not bootstrap.is_optional("cuda13")
 
 
 def test_second_run_installs_nothing(bootstrap):

@@ -74,17 +74,31 @@ OPTIONAL = ["cublaslt", "cuda-python", "triton"]
 OPTIONAL_NOTES = {"cublaslt": "nvmath-python did not install here, so cuBLASLt examples use their fallback",
                   "cuda-python": "cuda-python did not install here, so chapter 04 replays its persisting-L2 row",
                   "triton": "Triton did not install here, so chapter 15 shows recorded results and its graded "
-                            "Triton exercises say that Triton is missing"}
+                            "Triton exercises say that Triton is missing",
+                  "nccl13": "NCCL did not install here, so chapter 16's NCCL cells fail and its ring exercise cannot "
+                            "be timed; pip install nvidia-nccl-cu13 to add it",
+                  "nccl12": "NCCL did not install here, so chapter 16's NCCL cells fail and its ring exercise cannot "
+                            "be timed; pip install nvidia-nccl-cu12 to add it"}
+# NCCL's wheel (chapter 16's all-reduce, and the anchor its ring exercise is timed against) for the CUDA major of
+# the CuPy build, tried only on a machine with two or more GPUs: a few hundred MB nothing else needs.
+NCCL = {"cuda13": "nccl13", "cuda12": "nccl12"}
 
 
-def extras_for(command: str, cuda_extra: str, gpu: bool) -> list[str]:
-    """Extras to install for `command`; cuBLASLt is tried only where a GPU can use it. Triton also on a machine
-    without one for the tests: it compiles without a GPU, so the CPU tier tests the grader's Triton path."""
+def is_optional(extra: str) -> bool:
+    return extra in OPTIONAL or extra in NCCL.values()
+
+
+def extras_for(command: str, cuda_extra: str, gpu: bool, gpus: int = 1) -> list[str]:
+    """Extras to install for `command`; cuBLASLt is tried only where a GPU can use it, NCCL where ``gpus`` >= 2.
+    Triton also on a machine without one for the tests: it compiles without a GPU, so the CPU tier tests the
+    grader's Triton path."""
     extras = [cuda_extra]
     if command == "test":
         extras.append("test")
     if gpu:
         extras += OPTIONAL
+        if gpus >= 2:
+            extras.append(NCCL[cuda_extra])
     elif command == "test":
         extras.append("triton")
     return extras
@@ -171,6 +185,18 @@ def driver_cuda_version() -> tuple[int, int] | None:
     return None
 
 
+def gpu_count() -> int:
+    """GPUs `nvidia-smi -L` lists (0 without it)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
 def venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
@@ -221,7 +247,7 @@ def ensure_installed(python: str, extras: list[str]) -> None:
             subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", other_cupy[extra]],
                            capture_output=True)
             kept = [e for e in kept if not e.startswith("cuda")]
-    required = [e for e in extras if e not in OPTIONAL]
+    required = [e for e in extras if not is_optional(e)]
     source = f" from {wheelhouse}" if wheelhouse else ""
     print(f"bootstrap: installing course[{','.join(required)}] into .venv{source} "
           "(a few minutes the first time) ...", end="", flush=True)
@@ -235,7 +261,7 @@ def ensure_installed(python: str, extras: list[str]) -> None:
                  + "\n".join(tail))
     print(f" done in {time.monotonic() - start:.0f} s.", flush=True)
     failed = []
-    for extra in (e for e in OPTIONAL if e in todo):
+    for extra in (e for e in todo if is_optional(e)):
         if not run_pip(pip_install_command(python, [extra], wheelhouse)):
             failed.append(extra)
             print(f"bootstrap: {OPTIONAL_NOTES[extra]} (details in .venv/course-install.log).")
@@ -286,7 +312,7 @@ def main(argv: list[str]) -> int:
           f"using CuPy for {cuda_extra.replace('cuda', 'CUDA ')}.", flush=True)
     python = ensure_venv()
     gpu = version is not None and version >= (12, 0)
-    ensure_installed(python, extras_for(command, cuda_extra, gpu))
+    ensure_installed(python, extras_for(command, cuda_extra, gpu, gpu_count() if gpu else 0))
     env = course_env()
     if command == "lab":
         as_root = hasattr(os, "geteuid") and os.geteuid() == 0
