@@ -24,7 +24,7 @@ from .timing import timing_step as _kernel_timing_step
 from .worker import SETUP_TIMEOUT_S
 
 __all__ = ["GUARD_BYTES", "POISON_BITS", "CupyBackend", "backend", "probe", "limit_printf", "Context",
-           "compile_task", "load_step", "correctness_step", "timing_step", "pipeline_step", "prepare_ring", "make_inputs",
+           "compile_task", "load_step", "correctness_step", "timing_step", "pipeline_step", "prepare_ring", "ring_problem", "make_inputs",
            "classify_cuda_error", "poison_bits"]
 
 PRINTF_FIFO_BYTES = 64 << 10
@@ -96,6 +96,14 @@ def timing_step(ctx: Context) -> dict:
         from .ring_timing import ring_timing_step
         return ring_timing_step(ctx)
     return _kernel_timing_step(ctx)
+
+
+def ring_problem(ex) -> str:
+    """'' when this machine can time a ring exercise, else why not (no peer access between neighbours, no NCCL)."""
+    from course.multi_gpu import ring_problem as problem
+
+    from .ring import gpus_needed
+    return problem(gpus_needed(ex))
 
 
 def prepare_ring(ex) -> None:

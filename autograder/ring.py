@@ -37,11 +37,14 @@ def gpus_needed(ex) -> int:
     return ring.gpus if ring is not None else 1
 
 
-def skipped_reason(ex, gpu_count: int) -> str:
+def skipped_reason(ex, gpu_count: int, why: str = "") -> str:
+    """The report's reason when this machine cannot time the ring: too few GPUs, or ``why`` (no peer access
+    between neighbours, no NCCL: `course.multi_gpu.ring_problem`)."""
     need = gpus_needed(ex)
-    return (f"skipped: needs {need} GPUs of one host (this machine has {gpu_count}): the exercise is timed as a "
-            f"ring all-reduce across GPUs. Not graded here, and its points are left out of the total; regrade on "
-            f"a machine with {need} or more GPUs.")
+    what = why or f"needs {need} GPUs of one host (this machine has {gpu_count})"
+    return (f"skipped: {what}: the exercise is timed as a ring all-reduce across GPUs. Not graded here, and its "
+            f"points are left out of the total; regrade on a machine with {need} or more GPUs whose neighbours "
+            f"reach each other's memory, with NCCL installed.")
 
 
 def ring_problem(ex) -> tuple:

@@ -1,6 +1,8 @@
 """The speed step of a ring exercise (autograder/ring.py): the student's ring all-reduce against NCCL's.
 
-Runs in the run child, after every size case passed, on every GPU the child sees. Three callables are timed
+Runs in the run child, after every size case passed, on the spec's `gpus` GPUs (the first ones of the machine,
+whatever it has: the thresholds hold for that many, and a ring's launches grow with the square of the ranks,
+which more GPUs would make a test of the host's launch rate). Three callables are timed
 interleaved by the course's one timer (`course.interleaved`, every GPU's L2 flushed before each sample):
 the ring of `course.multi_gpu.ring_allreduce` with the student's kernel on every rank, NCCL's all-reduce of
 the same bytes (the anchor: the ratio is NCCL's time over the student's), and the same ring with the
@@ -41,22 +43,26 @@ def before_confinement(ex) -> None:
     """Peer access and NCCL's communicators with every channel connected (NCCL reads the topology from /sys
     and /proc when it starts), while the child may still open files; nothing when the GPUs are too few."""
     from course import multi_gpu as mg
-    world = mg.gpu_count()
-    if world < gpus_needed(ex):
+    if mg.gpu_count() < gpus_needed(ex):
         return
     os.environ.update({**mg.NCCL_ENV, "NCCL_RUNTIME_CONNECT": "0"})
-    devs = list(range(world))
-    mg.enable_peer_access(devs)
-    ranks = mg.Ranks(devs)
-    comms = mg.nccl_comms(devs)
-    import cupy
-    bufs = []
-    for d in devs:
-        with cupy.cuda.Device(d):
-            bufs.append(cupy.ones(1 << 20, dtype=cupy.float32))
-    for _ in range(2):   # the large-message protocols too: 4 MiB moves through the same channels as 256 MiB
-        mg.nccl_allreduce(ranks, bufs, comms)
-    ranks.sync()
+    # exactly the spec's number of GPUs, whatever the machine has: the thresholds are set on that many, and
+    # the ring's launches grow with the square of the ranks
+    devs = list(range(gpus_needed(ex)))
+    try:
+        ranks = mg.Ranks(devs)
+        comms = mg.nccl_comms(devs)
+        import cupy
+        bufs = []
+        for d in devs:
+            with cupy.cuda.Device(d):
+                bufs.append(cupy.ones(1 << 20, dtype=cupy.float32))
+        for _ in range(2):   # the large-message protocols too: 4 MiB moves through the same channels as 256 MiB
+            mg.nccl_allreduce(ranks, bufs, comms)
+        ranks.sync()
+    except Exception as exc:   # the speed step says so; the size cases still run
+        _STATE["error"] = f"NCCL could not start on GPUs {devs}: {type(exc).__name__}: {exc}"
+        return
     _STATE.update(comms=comms, devs=devs)
 
 
@@ -84,9 +90,13 @@ class _Ring:
                 self.cp.cuda.Device(d).synchronize()
 
     def gather(self, r: int, dst) -> None:
-        """Rank r's buffer into ``dst`` on GPU 0."""
+        """Rank r's buffer into ``dst`` on GPU 0, on GPU 0's current stream (the timer's, inside a measurement),
+        so the additions and counts after it see the copy (cudaMemcpyPeer would go to the legacy stream, which
+        a non-blocking stream does not wait for)."""
         cp = self.cp
-        cp.cuda.runtime.memcpyPeer(dst.data.ptr, 0, self.bufs[r].data.ptr, self.ranks.devices[r], self.n * 4)
+        with cp.cuda.Device(0):
+            cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, 0, self.bufs[r].data.ptr, self.ranks.devices[r], self.n * 4,
+                                            cp.cuda.get_current_stream().ptr)
 
 
 class _Checked:
@@ -111,6 +121,7 @@ class _Checked:
             self.acc.fill(0)   # the answer stays only in its masked copy
             self.seed = int(self.rng.integers(1 << 62))
             xor_mask(self.want, self.seed)
+            cp.cuda.Device(0).synchronize()   # masked, and the clear copies zeroed, before any student kernel runs
 
     def check(self, exact: bool) -> str:
         cp = self.cp
@@ -137,7 +148,7 @@ class _Checked:
 def ring_timing_step(ctx) -> dict:
     """Time the student's ring, NCCL and the reference ring interleaved; check every timed student run."""
     _, alone = gpu_sections(ctx)
-    with alone():   # every GPU of the machine is busy for the whole step
+    with alone():   # the ring's GPUs are busy for the whole step
         return _ring_timing(ctx)
 
 
@@ -148,7 +159,9 @@ def _ring_timing(ctx) -> dict:
 
     be = backend()
     ex = ctx.ex
-    devs = _STATE.get("devs") or list(range(mg.gpu_count()))
+    if _STATE.get("error"):
+        return {"status": "grader error", "message": _STATE["error"]}
+    devs = _STATE.get("devs") or list(range(gpus_needed(ex)))
     world, n = len(devs), ex.ring.nbytes // 4
     sizes = {"n": n, "world": world}
     label = f"the ring all-reduce of {ex.ring.nbytes / 2**20:g} MiB per GPU over {world} GPUs"
@@ -198,6 +211,7 @@ def _ring_timing(ctx) -> dict:
         ctx.arm(policy.timeout_for(ex.timeout_s, ref_s), f"your kernel in {label}")
         try:
             launch("student")
+            student.sync()   # every GPU's stream first: a fault on any GPU shows here as the crash it is
             for d in devs:
                 cp.cuda.Device(d).synchronize()
         except Exception as exc:

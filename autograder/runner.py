@@ -333,7 +333,8 @@ def _no_verdict(ex, outcome, session: Session, extra: dict) -> ExerciseReport | 
         session.no_gpu = outcome.nogpu
         return _no_gpu_report(ex, outcome.nogpu, **extra)
     if outcome is not None and outcome.skipped:
-        return policy.skipped_report(ex, outcome.skipped, gpu_count=outcome.skipped_gpus, **extra)
+        return policy.skipped_report(ex, outcome.skipped, gpu_count=outcome.skipped_gpus, why=outcome.skipped_why,
+                                     **extra)
     return None
 
 

@@ -76,6 +76,7 @@ class ChildOutcome:
     nogpu: str | None = None
     skipped: str | None = None
     skipped_gpus: int | None = None   # the GPUs the child saw, when it skipped (a ring exercise needs several)
+    skipped_why: str = ""             # why those GPUs cannot time a ring (no peer access, no NCCL)
     current: int | None = None  # step begun without a result
     armed: str = ""             # what ran when the deadline was set by "arm"
     armed_timeout: float = 0.0
@@ -144,6 +145,7 @@ def run_child(task: dict) -> ChildOutcome:
                 elif kind == "skipped":
                     out.skipped = msg.get("arch", "?")
                     out.skipped_gpus = msg.get("gpus")
+                    out.skipped_why = str(msg.get("why") or "")[:500]
                 elif kind == "done":
                     break
             elif not proc.is_alive():

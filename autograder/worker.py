@@ -242,9 +242,13 @@ def _run(chan: Channel, task: dict) -> None:
     need = types.SimpleNamespace(min_cc=tuple(task.get("min_cc") or ex.min_cc),
                                  arch=task.get("arch", getattr(ex, "arch", None)))
     from .ring import gpus_needed
-    if not runs_on(need, info["cc"]) or info.get("gpu_count", 1) < gpus_needed(ex):
-        # an older GPU, not the one an arch-specific target runs on, or too few GPUs for a ring
-        chan.send(kind="skipped", arch=info["arch"], gpus=info.get("gpu_count", 1))
+    why = ""
+    check_ring = getattr(harness, "ring_problem", None)   # the CPU tests' fake harness has none
+    if getattr(ex, "ring", None) is not None and info.get("gpu_count", 1) >= gpus_needed(ex) and check_ring:
+        why = check_ring(ex)   # neighbours without peer access, or no NCCL
+    if not runs_on(need, info["cc"]) or info.get("gpu_count", 1) < gpus_needed(ex) or why:
+        # an older GPU, not the one an arch-specific target runs on, or a machine that cannot time a ring
+        chan.send(kind="skipped", arch=info["arch"], gpus=info.get("gpu_count", 1), why=why)
         return
     harness.limit_printf()
     from .cuda_errors import share_gpu

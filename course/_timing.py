@@ -132,8 +132,7 @@ class _CudaBackend:
     """Events on a stream the timer owns; before each sample, a large memset flushes L2 (or, with the flush
     off, a spacer kernel keeps the GPU busy while the sample is queued)."""
 
-    _flush_buf = None
-    _other_bufs = {}   # device -> its flush buffer (multi-GPU timing)
+    _flush_bufs = {}   # device -> its flush buffer: a memset flushes only the L2 of the GPU that holds it
     _spacer = None
 
     def __init__(self, stream=None, flush_l2=True, devices=None):
@@ -146,7 +145,7 @@ class _CudaBackend:
         self.start_ev, self.end_ev = cupy.cuda.Event(), cupy.cuda.Event()
         # the other GPUs a timed callable uses (course.multi_gpu): their L2s are flushed before each sample
         # too, on streams of their own that the timer's stream waits for, so the flushes stay untimed
-        here = cupy.cuda.Device().id
+        here = self.here = cupy.cuda.Device().id
         self.others = []
         for d in sorted(set(devices or ())):
             if d != here:
@@ -158,8 +157,12 @@ class _CudaBackend:
         self._ctx = self.stream
         self._ctx.__enter__()
         _reset_persisting_l2()
-        if self.flush_l2 and _CudaBackend._flush_buf is None:
-            _CudaBackend._flush_buf = self.cupy.empty(flush_bytes(self.info.l2_bytes), dtype=self.cupy.uint8)
+        if self.flush_l2:
+            for d in [self.here] + [d for d, _s, _e in self.others]:
+                if d not in _CudaBackend._flush_bufs:
+                    with self.cupy.cuda.Device(d):
+                        _CudaBackend._flush_bufs[d] = self.cupy.empty(flush_bytes(self.info.l2_bytes),
+                                                                      dtype=self.cupy.uint8)
         return self
 
     def __exit__(self, *exc):
@@ -167,13 +170,11 @@ class _CudaBackend:
 
     def flush(self):
         if self.flush_l2:
-            buf = _CudaBackend._flush_buf
+            buf = _CudaBackend._flush_bufs[self.here]
             self.cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, self.stream.ptr)
             for d, stream, done in self.others:
                 with self.cupy.cuda.Device(d):
-                    other = _CudaBackend._other_bufs.get(d)
-                    if other is None:
-                        other = _CudaBackend._other_bufs[d] = self.cupy.empty(buf.nbytes, dtype=self.cupy.uint8)
+                    other = _CudaBackend._flush_bufs[d]
                     self.cupy.cuda.runtime.memsetAsync(other.data.ptr, 0, other.nbytes, stream.ptr)
                     done.record(stream)
                 self.stream.wait_event(done)

@@ -6,8 +6,8 @@ grader scores are the same ring.
 
 The ring runs on *ranks*: rank r owns a buffer, a stream and a compiled kernel, all on one device. Ranks
 are usually one per GPU, but any list of devices works, so ``ranks_on([0, 0, 0, 0])`` simulates a ring of
-four on one GPU (every step then runs in order on one stream), which is how a student with one GPU checks
-a ring kernel. The arithmetic (chunks, steps, bus bandwidth) runs on a CPU; the rest needs a GPU. Nothing
+four on one GPU (each rank still has its own stream, and the same events order the steps), which is how a
+student with one GPU checks a ring kernel. The arithmetic (chunks, steps, bus bandwidth) runs on a CPU; the rest needs a GPU. Nothing
 here touches CUDA at import time; NCCL is imported only when used.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from ._timing import benchmark
 
 __all__ = ["ring_chunk", "ring_chunk_bounds", "ring_schedule", "ring_bytes", "bus_bandwidth", "algorithm_bandwidth",
-           "gpu_count", "devices", "peer_matrix", "enable_peer_access", "Ranks", "ranks_on", "load_kernel",
+           "gpu_count", "devices", "peer_matrix", "enable_peer_access", "ring_problem", "Ranks", "ranks_on", "load_kernel",
            "ring_allreduce", "copy_ring_allreduce", "nccl_available", "nccl_comms", "nccl_allreduce", "fill_ranks",
            "check_allreduce", "copy_bandwidth_matrix", "NCCL_ENV"]
 
@@ -104,21 +104,44 @@ def peer_matrix(n: int | None = None) -> np.ndarray:
     return m
 
 
-def enable_peer_access(devs=None) -> None:
-    """Let every listed device reach every other one's memory (needed by a kernel that reads a peer's buffer;
-    cudaMemcpyPeer works without it, through the host when the link cannot do it directly)."""
+_ENABLED: set = set()   # (from, to) pairs this process enabled: asking twice is an error CUDA remembers
+
+
+def enable_peer_access(devs=None, pairs=None) -> None:
+    """Let each listed device reach each other one's memory (``pairs``: only these (from, to) pairs), as a kernel
+    that reads a peer's buffer needs; cudaMemcpyPeer works without it, through the host when the link cannot do
+    it directly. A GPU can have at most 8 peers enabled, so a ring enables only its neighbours."""
     import cupy
-    devs = sorted(set(range(gpu_count()) if devs is None else devs))
-    for i in devs:
-        for j in devs:
-            if i == j or not cupy.cuda.runtime.deviceCanAccessPeer(i, j):
-                continue
-            with cupy.cuda.Device(i):
-                try:
-                    cupy.cuda.runtime.deviceEnablePeerAccess(j)
-                except cupy.cuda.runtime.CUDARuntimeError as exc:
-                    if "AlreadyEnabled" not in str(exc) and "already" not in str(exc).lower():
-                        raise
+    if pairs is None:
+        devs = sorted(set(range(gpu_count()) if devs is None else devs))
+        pairs = [(i, j) for i in devs for j in devs]
+    for i, j in pairs:
+        if i == j or (i, j) in _ENABLED or not cupy.cuda.runtime.deviceCanAccessPeer(i, j):
+            continue
+        with cupy.cuda.Device(i):
+            try:
+                cupy.cuda.runtime.deviceEnablePeerAccess(j)
+            except cupy.cuda.runtime.CUDARuntimeError as exc:   # enabled before, by CuPy or another library
+                if "AlreadyEnabled" not in str(exc) and "already" not in str(exc).lower():
+                    raise
+        _ENABLED.add((i, j))
+
+
+def ring_problem(world: int = 2) -> str:
+    """'' when the first ``world`` GPUs can run the ring and its NCCL anchor, else why not: too few GPUs, a
+    neighbour that cannot reach the next one's memory (a PCIe topology without peer access), or no NCCL."""
+    count = gpu_count()
+    if count < world:
+        return f"needs {world} GPUs of one host (this machine has {count})"
+    import cupy
+    for r in range(world):
+        left = (r - 1) % world
+        if not cupy.cuda.runtime.deviceCanAccessPeer(r, left):
+            return (f"GPU {r} cannot reach GPU {left}'s memory (no peer access between them: check nvidia-smi topo -m; "
+                    "a ring kernel reads its neighbour's buffer directly)")
+    if not nccl_available():
+        return "NCCL is not installed (pip install nvidia-nccl-cu13, or -cu12 for a CUDA 12 driver)"
+    return ""
 
 
 class Ranks:
@@ -131,7 +154,8 @@ class Ranks:
         import cupy
         self.devices = list(device_ids)
         self.world = len(self.devices)
-        enable_peer_access(set(self.devices))
+        enable_peer_access(pairs=[(self.devices[r], self.devices[r - 1]) for r in range(self.world)]
+                           + [(self.devices[r - 1], self.devices[r]) for r in range(self.world)])
         self.streams = []
         for d in self.devices:
             with cupy.cuda.Device(d):
@@ -169,7 +193,13 @@ class Ranks:
             cur.wait_event(e)
 
     def barrier(self, key) -> None:
-        """Every rank's stream waits until every rank reached this point (a step of the ring ends)."""
+        """Between two steps: every rank's stream waits until its left neighbour has finished the step.
+
+        That is all a ring needs. The next step reads what the left rank wrote in this one (read after write).
+        And no rank can overwrite a chunk its right neighbour is still reading: the waits chain around the ring,
+        so when rank r starts step s + 1, rank r + 1 has finished step s + 2 - world, and the chunk rank r writes
+        in step s + 1 is the one rank r + 1 read in that step (with two ranks the left neighbour is the right
+        one, waited for directly)."""
         import cupy
         done = []
         for r, s in enumerate(self.streams):
@@ -178,9 +208,8 @@ class Ranks:
                 e.record(s)
             done.append(e)
         for r, s in enumerate(self.streams):
-            for q, e in enumerate(done):
-                if q != r:
-                    s.wait_event(e)
+            if self.world > 1:
+                s.wait_event(done[(r - 1) % self.world])
 
     def sync(self) -> None:
         for s in self.streams:
@@ -226,13 +255,20 @@ def ring_allreduce(ranks: Ranks, bufs, *, block: int = 512, grid: int | None = N
     world, n = ranks.world, int(bufs[0].size)
     if world == 1:
         return
+    # the arguments converted once: with 2 (world - 1) x world launches a run, the host must stay ahead of GPUs
+    # that finish a step in a fraction of a millisecond
+    launches = []
+    for r in range(world):
+        k = ranks.kernels[r]
+        k.convert_args((bufs[r], bufs[(r - 1) % world], n, r, world, 0))   # the signature's check, once
+        g = (int(grid or _grid(ranks.devices[r], n // world, block)), 1, 1)
+        launches.append((k._fn, g, (bufs[r], bufs[(r - 1) % world], np.int32(n), np.int32(r), np.int32(world))))
     ranks.fork()
     for s in range(2 * (world - 1)):
-        for r in range(world):
+        step = np.int32(s)
+        for r, (fn, g, args) in enumerate(launches):
             with cupy.cuda.Device(ranks.devices[r]):
-                g = grid or _grid(ranks.devices[r], n // world, block)
-                ranks.kernels[r](g, block, bufs[r], bufs[(r - 1) % world], np.int32(n), np.int32(r),
-                                 np.int32(world), np.int32(s), stream=ranks.streams[r])
+                fn(g, (block, 1, 1), (*args, step), stream=ranks.streams[r])
         if s < 2 * (world - 1) - 1:
             ranks.barrier(("step", s))
     ranks.join()
@@ -328,8 +364,7 @@ def nccl_comms(device_ids):
     """One NCCL communicator per device, from one process (ncclCommInitAll), kept for the session."""
     key = tuple(device_ids)
     if key not in _COMMS:
-        for k, v in NCCL_ENV.items():
-            os.environ.setdefault(k, v)
+        os.environ.update(NCCL_ENV)   # before NCCL's first communicator of the process, which reads it
         from cupy.cuda import nccl
         _COMMS[key] = nccl.NcclCommunicator.initAll(list(device_ids))
     return _COMMS[key]

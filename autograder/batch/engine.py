@@ -4,9 +4,9 @@ committed to the store as each arrives, a progress bar with ETA, then the gradeb
 Dask schedules, retries the tasks of a worker that died (a GPU that fell off) on the others, and gives up
 on a task that killed workers repeatedly; that job alone gets a "grader error" row, graded again next run.
 
-A ring exercise (chapter 16: autograder/ring.py) needs every GPU of the host at once, which no one-GPU worker
-has: its jobs are graded after the workers' jobs, one at a time, by this process with the batch's GPUs
-visible, as `python -m autograder grade` would grade them on this host.
+A ring exercise (chapter 16: autograder/ring.py) needs several GPUs of the host at once, which no one-GPU worker
+has: on a local cluster its jobs are graded after the workers' jobs (their GPUs then free), one at a time, by
+this process with the batch's GPUs visible, as `python -m autograder grade` would grade them on this host.
 """
 from __future__ import annotations
 
@@ -142,7 +142,9 @@ def grade_class(path, *, chapters=None, exercise: str | None = None, results: st
             log(f"{len(jobs)} job(s) in {len({(j.student, j.assignment) for j in jobs})} submission(s); "
                 f"{out.reused} already graded, {len(todo)} to grade on "
                 f"{', '.join(f'{w.rsplit(chr(47), 1)[-1]}: {m}' for w, m in sorted(out.gpus.items())) or 'no worker'}")
-            rings = [j for j in todo if not j.problem and _needs_all_gpus(j)]
+            # a running scheduler's workers are on other hosts, and this one's GPUs may be theirs: its ring jobs go
+            # to those workers like the rest (one GPU each, so skipped: grade them where two GPUs are free)
+            rings = [j for j in todo if not j.problem and _needs_all_gpus(j)] if scheduler is None else []
             out.interrupted = _run(client, [j for j in todo if j not in rings], store, speed, harness, out, progress)
             if rings and not out.interrupted:
                 _close(client, cluster)   # the workers' GPUs are free: the rings take them all
@@ -177,9 +179,18 @@ def _run_rings(jobs, store, speed, harness, out: BatchResult, gpus: list, log) -
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     try:
         for job in jobs:
-            res = grade_job(job.to_dict(), speed, harness)
-            store.put(job, res["report"], res["gpu"], f"{res['worker']} (all GPUs)")
-            out.graded += 1
+            try:
+                res = grade_job(job.to_dict(), speed, harness)
+                store.put(job, res["report"], res["gpu"], f"{res['worker']} (all GPUs)")
+                out.graded += 1
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # the grader failed on this job: its row only, graded again next run
+                rep = problem_report({**job.to_dict(), "problem": (
+                    f"not graded: {type(exc).__name__}: {exc}. Graded again on the next run.")})
+                rep["status"] = "grader error"
+                store.put(job, rep, "none", "lost")
+                out.lost += 1
     except KeyboardInterrupt:
         return True
     finally:

@@ -8,11 +8,12 @@ aligned and the last ones may be short or empty.
 
 Correctness, one step at a time on one GPU (`left` is then a second buffer there): every size case draws a
 rank in [0, world) and a step in [0, 2 (world - 1)) from the grading's secret seed, so across the public and
-hidden cases both phases and every kind of chunk (full, short, empty) come up. A step is one float addition or
+hidden cases both phases and every kind of chunk (full, short, empty) come up. world = 1 is part of the
+contract (the kernel's formula, not a special case): step 0, chunk 0 = the whole array, copied. A step is one float addition or
 copy per element, so its output must match bit for bit.
 
 Speed (autograder/ring.py, ring_timing.py): on a machine with two or more GPUs the whole ring all-reduce of
-256 MiB per GPU runs on every GPU with the student's kernel on each, timed interleaved with NCCL's all-reduce
+256 MiB per GPU runs on its first two with the student's kernel on each, timed interleaved with NCCL's all-reduce
 of the same bytes; the ratio is NCCL's time over the student ring's, i.e. its share of NCCL's bus bandwidth.
 The first two rings use integer-valued data and must give the exact sum; every timed run has fresh floats and
 is checked against the float64 sum. With one GPU the exercise is skipped (its points are left out of the total)

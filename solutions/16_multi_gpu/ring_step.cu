@@ -8,8 +8,9 @@
 // In step s (0 <= s < 2 (world - 1)) this GPU works on chunk c = (rank - s - 1) mod world:
 //   s <  world - 1 (reduce-scatter): mine[c] += left[c]
 //   s >= world - 1 (all-gather):     mine[c]  = left[c]
-// The grader's driver runs step s on every GPU, waits for all of them, then runs step s + 1; after the
-// last step every GPU holds the sum. Launch: any grid and block; a grid-stride loop covers the chunk.
+// (world = 1 is tested too and follows the same formula: step 0 copies the one chunk, all of left.)
+// The grader's driver runs step s on every GPU, and step s + 1 on a GPU once its left neighbour has finished
+// step s; after the last step every GPU holds the sum. Launch: any grid and block; a grid-stride loop covers the chunk.
 extern "C" __global__ void ring_step(float* __restrict__ mine, const float* __restrict__ left, int n, int rank,
                                      int world, int step)
 {

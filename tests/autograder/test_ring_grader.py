@@ -101,3 +101,11 @@ def test_no_step_reads_a_chunk_that_another_rank_writes_in_the_same_step():
         for s in range(2 * (world - 1)):
             for r in range(world):
                 assert by[s, r] != by[s, (r + 1) % world], (world, s, r)
+
+
+def test_a_machine_that_cannot_time_the_ring_says_why():
+    """Two GPUs without peer access between them, or no NCCL: skipped with the reason, not a crash of every
+    student's kernel on a peer pointer it cannot read."""
+    why = "GPU 1 cannot reach GPU 0's memory (no peer access between them: check nvidia-smi topo -m; ...)"
+    r = policy.skipped_report(get_exercise(CH, EX), "sm_90", gpu_count=2, why=why)
+    assert r.status == Status.SKIPPED and r.counted_max_points == 0 and r.reason.startswith(f"skipped: {why}: ")
