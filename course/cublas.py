@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gemm", "gemm_batched", "COMPUTE", "to_bf16", "from_bf16", "handle"]
+__all__ = ["gemm", "gemm_batched", "COMPUTE", "to_bf16", "from_bf16", "bf16_uniform", "bf16_product64", "handle"]
 
 _CUDA_R_32F, _CUDA_R_16F, _CUDA_R_16BF = 0, 2, 14
 _COMPUTE_32F, _COMPUTE_32F_PEDANTIC, _COMPUTE_32F_FAST_TF32 = 68, 69, 77
@@ -36,6 +36,19 @@ def from_bf16(b):
     """bf16 bits (uint16) -> float32."""
     xp = _xp(b)
     return (b.astype(xp.uint32) << 16).view(xp.float32)
+
+
+def bf16_uniform(rng, shape, dtype=np.uint16):
+    """BF16 bits of uniform [-1, 1) values drawn by NumPy's ``rng``, rounded to nearest even: the generator of the
+    graded BF16 exercises (a spec's ``gen`` takes ``(rng, shape, dtype)``; the dtype is always the bits')."""
+    return to_bf16(rng.uniform(-1, 1, shape).astype(np.float32))
+
+
+def bf16_product64(a, b, *, trans_b: bool = False):
+    """a @ b (a @ b.T with ``trans_b``) of BF16 bits, computed in float64 from the exact BF16 values and returned
+    as float32: the reference a BF16 GEMM accumulating in FP32 is checked against."""
+    b64 = from_bf16(b).astype(np.float64)
+    return (from_bf16(a).astype(np.float64) @ (b64.T if trans_b else b64)).astype(np.float32)
 
 
 def _xp(a):

@@ -22,7 +22,7 @@ from ._timing import benchmark
 __all__ = ["ring_chunk", "ring_chunk_bounds", "ring_schedule", "ring_bytes", "bus_bandwidth", "algorithm_bandwidth",
            "gpu_count", "devices", "peer_matrix", "enable_peer_access", "ring_problem", "Ranks", "ranks_on", "load_kernel",
            "ring_allreduce", "copy_ring_allreduce", "nccl_available", "nccl_comms", "nccl_allreduce", "fill_ranks",
-           "check_allreduce", "copy_bandwidth_matrix", "NCCL_ENV"]
+           "host_sum", "check_allreduce", "copy_bandwidth_matrix", "NCCL_ENV"]
 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
 """Set before NCCL starts: NVLink multicast (NVLS) stays off, so a collective uses the links the lesson measures."""
@@ -163,6 +163,7 @@ class Ranks:
         self.kernels = list(kernels) if kernels is not None else [None] * self.world
         self._events = {}
         self._forked = None   # the last fork's event (copy_ring_allreduce's copy streams wait for it too)
+        self.copy_streams = None   # copy_ring_allreduce's second stream per rank, made when first needed
 
     def event(self, key, r: int, device: int | None = None):
         """The event ``key`` of rank r, made on rank r's device (or ``device``): an event is recorded only on a
@@ -297,13 +298,12 @@ def copy_ring_allreduce(ranks: Ranks, bufs, scratch, add_kernels, *, pieces: int
     if world == 1:
         return
     item = bufs[0].itemsize
-    copy_streams = getattr(ranks, "_copy_streams", None)
-    if copy_streams is None:
-        copy_streams = []
+    if ranks.copy_streams is None:   # made once: a second stream per rank for the copies
+        ranks.copy_streams = []
         for d in ranks.devices:
             with cupy.cuda.Device(d):
-                copy_streams.append(cupy.cuda.Stream(non_blocking=True))
-        ranks._copy_streams = copy_streams
+                ranks.copy_streams.append(cupy.cuda.Stream(non_blocking=True))
+    copy_streams = ranks.copy_streams
     ranks.fork()
     for r in range(world):  # the copy streams start after the fork too
         copy_streams[r].wait_event(ranks._forked)
@@ -403,6 +403,13 @@ def fill_ranks(ranks: Ranks, n: int, *, seed: int = 0, integers: bool = False, d
             else:
                 out.append((rng.random(n, dtype=cupy.float32) * 2 - 1).astype(dtype))
     return out
+
+
+def host_sum(bufs) -> np.ndarray:
+    """The element-wise sum of every rank's buffer, in float64 on the host: what an all-reduce of them must give
+    (take it before the all-reduce overwrites them)."""
+    import cupy
+    return np.sum([cupy.asnumpy(b).astype(np.float64) for b in bufs], axis=0)
 
 
 def check_allreduce(inputs_sum, bufs, *, exact: bool = False, rtol: float = 1e-5) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 
 from autograder import LARGER_THAN_L2, Exercise, In, Out, Points, Scalar, Tolerance, Uniform, cdiv
 from course.attention import scores, softmax64  # shared with chapter 15's Triton softmax
-from course.cublas import from_bf16, to_bf16
+from course.cublas import bf16_uniform, from_bf16, to_bf16
 
 REG_COLS = 2048     # the reference keeps rows up to this long in registers (32 lanes x 16 float4)
 
@@ -117,10 +117,6 @@ def bf16_normal(rng, shape, dtype):
     """BF16 bits of standard normal values (rounded to nearest even)."""
     return to_bf16(rng.standard_normal(shape).astype(np.float32))
 
-
-def bf16_uniform(rng, shape, dtype):
-    """BF16 bits of uniform [-1, 1) values."""
-    return to_bf16(rng.uniform(-1, 1, shape).astype(np.float32))
 
 
 def attention64(v):

@@ -69,7 +69,7 @@ def simulate(kernel, world: int, n: int, *, block: int = 256, one_per_thread: bo
     import cupy
     ranks = mg.ranks_on([0] * world, kernel)
     bufs = mg.fill_ranks(ranks, n, seed=seed, integers=True)
-    want = sum(b.astype(cupy.float64) for b in bufs)
+    want = mg.host_sum(bufs)
     grid = _one_per_thread_grid(n, world, block) if one_per_thread else None
     mg.ring_allreduce(ranks, bufs, block=block, grid=grid)
     ranks.sync()
@@ -198,7 +198,7 @@ def allreduce_table(nbytes: int = 256 * MIB, kernels=None, devs=None, pieces=(1,
 
         def go():
             b = mg.fill_ranks(ranks, n, seed=5, integers=True)
-            want = _sum_on_0(b)
+            want = mg.host_sum(b)
             run(b)
             ranks.sync()
             problem = mg.check_allreduce(want, b, exact=True)
@@ -210,16 +210,6 @@ def allreduce_table(nbytes: int = 256 * MIB, kernels=None, devs=None, pieces=(1,
     return compare(variants[1:], anchors=variants[:1], work=mg.ring_bytes(nbytes, world), unit="GB/s",
                    title=f"all-reduce of {nbytes // MIB} MiB per GPU on {world} GPUs (bus bandwidth)", devices=devs,
                    verbose=verbose)
-
-
-def _sum_on_0(bufs):
-    import cupy
-    acc = cupy.zeros(bufs[0].size, dtype=cupy.float64)
-    tmp = cupy.empty(bufs[0].size, dtype=cupy.float32)
-    for b in bufs:
-        cupy.cuda.runtime.memcpyPeer(tmp.data.ptr, 0, b.data.ptr, b.device.id, b.nbytes)
-        acc += tmp
-    return acc
 
 
 def allreduce_sweep(kernels=None, record: bool | None = None):
@@ -279,20 +269,17 @@ def overlap(nbytes: int = 256 * MIB, size: int = 8192, reps: int = 4) -> dict:
     devs = list(range(mg.gpu_count()))
     ranks = mg.Ranks(devs)
     grads = mg.fill_ranks(ranks, nbytes // 4, seed=7)
-    mats, compute = [], []
+    work = mg.Ranks(devs)   # a second stream per GPU, for the products
+    mats = []
     for d in devs:
         with cupy.cuda.Device(d):
-            rng = cupy.random.default_rng(d)
-            a = rng.random((size, size), dtype=cupy.float32)
+            a = cupy.random.default_rng(d).random((size, size), dtype=cupy.float32)
             mats.append((a, a.copy(), cupy.empty_like(a)))
-            compute.append(cupy.cuda.Stream(non_blocking=True))
-    work = mg.Ranks(devs)
-    work.streams = compute
 
     def products(join=True):
         work.fork()
-        for d, (a, b, c) in zip(devs, mats):
-            with cupy.cuda.Device(d), compute[d]:
+        for d, (a, b, c), stream in zip(devs, mats, work.streams):
+            with cupy.cuda.Device(d), stream:
                 for _ in range(reps):
                     cupy.matmul(a, b, out=c)
         if join:
