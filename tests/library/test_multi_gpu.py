@@ -51,9 +51,7 @@ def _reference():
 
 def _add_into():
     import course
-    return course.compile('extern "C" __global__ void add_into(float* acc, const float* x, int n) {'
-                          ' for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)'
-                          ' acc[i] += x[i]; }').kernel("add_into")
+    return course.lesson_cell("16_multi_gpu", "add_into").kernel("add_into")   # the lesson's cell, its one home
 
 
 def _exact(ranks, n, run, seed=0):
