@@ -31,6 +31,7 @@ class CudaCell:
     index: int = 0            # position among the notebook's cells (for messages)
     includes: tuple = ()      # --include: cells of the same notebook compiled ahead of this one
     arch: str | None = None   # --arch: a target the cell is pinned to (sm_90a for wgmma), else the GPU's
+    headers: tuple = ()       # --headers: header-only libraries it includes (cute), found by course._headers
 
     def prelude(self) -> dict:
         """``prelude`` and ``prelude_name`` for the compilers: the ``--include``d cells' sources, in order (in a
@@ -46,11 +47,17 @@ class CudaCell:
         text = "\n".join(cell_sources.get(n, cells[n].source) for n in self.includes)
         return {"prelude": text, "prelude_name": "+".join(self.includes)}
 
+    def all_options(self, options=()) -> tuple:
+        """The options it compiles with: its --headers libraries' (FeatureUnavailable, saying what to install,
+        where one is missing), its --options, then ``options``."""
+        from ._headers import library_options
+        return (*library_options(self.headers), *self.options, *options)
+
     def compile(self, *, options=(), arch=None):
         """The cell compiled for this GPU (or ``arch``) with its own options plus ``options``: a Module."""
         from ._launch import compile as compile_
         from ._sources import CELL_FIRST_LINE
-        return compile_(self.source, options=(*self.options, *options), arch=arch or self.arch,
+        return compile_(self.source, options=self.all_options(options), arch=arch or self.arch,
                         name=f"{self.key}.cu", first_line=CELL_FIRST_LINE, **self.prelude())
 
     def kernel(self, name: str | None = None, *, options=()):
@@ -61,7 +68,7 @@ class CudaCell:
         """NVRTC only (no GPU): a `course.Program` for ``arch``."""
         from ._compile import compile_for_arch
         from ._sources import CELL_FIRST_LINE
-        return compile_for_arch(self.source, arch, options=(*self.options, *options), name=f"{self.key}.cu",
+        return compile_for_arch(self.source, arch, options=self.all_options(options), name=f"{self.key}.cu",
                                 first_line=CELL_FIRST_LINE, **self.prelude())
 
 
@@ -101,7 +108,8 @@ def notebook_cells(path) -> dict:
         key = flags.get("name") or (kernels[0] if kernels else f"cell{index}")
         includes = tuple(n for n in (flags.get("include") or "").split(",") if n)
         cells[key] = CudaCell(shown, key, body, kernels, tuple(shlex.split(flags.get("options") or "")),
-                              flags.get("requires") or None, index, includes, flags.get("arch") or None)
+                              flags.get("requires") or None, index, includes, flags.get("arch") or None,
+                              tuple(n for n in (flags.get("headers") or "").split(",") if n))
         for k in kernels:
             aliases.setdefault(k, cells[key])
     out = {**aliases, **cells}

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["include_dirs", "missing_headers"]
+__all__ = ["include_dirs", "missing_headers", "LIBRARIES", "library_options"]
 
 # headers the course's kernels include, with the install that provides them
 _NEEDED = {
@@ -88,3 +88,20 @@ def missing_headers(dirs=None) -> dict:
     """Headers the course needs that none of ``dirs`` provides, with the package that would."""
     dirs = include_dirs() if dirs is None else dirs
     return {h: src for h, src in _NEEDED.items() if not any(os.path.exists(os.path.join(d, h)) for d in dirs)}
+
+
+# Header-only libraries outside the CUDA wheels that a cell may name (`%%cuda --headers cute`); each has a module
+# that finds it and says what to install where it is missing.
+LIBRARIES = ("cute",)
+
+
+def library_options(names) -> tuple:
+    """NVRTC options for the header libraries ``names`` (``("cute",)``). Raises ValueError for an unknown name and
+    FeatureUnavailable, saying what to install, for one that is not installed."""
+    out = []
+    for name in names:
+        if name not in LIBRARIES:
+            raise ValueError(f"unknown header library {name!r}; known: {', '.join(LIBRARIES)}")
+        from . import cute
+        out += cute.compile_options()
+    return tuple(out)

@@ -21,6 +21,7 @@ _parser.add_argument("--no-run", action="store_true", dest="no_run")
 _parser.add_argument("--requires", default=None)
 _parser.add_argument("--quiet", action="store_true")
 _parser.add_argument("--include", default="")
+_parser.add_argument("--headers", default="")   # header-only libraries outside the CUDA wheels: cute
 
 
 def _usage_error(msg):
@@ -38,11 +39,22 @@ def cuda_cell(line: str, cell: str, namespace: dict) -> dict:
         args = _parser.parse_args(shlex.split(line))
     except SystemExit:
         raise _usage_error("%%cuda takes: [--arch sm_80] [--options \"-DN=4\"] [--name NAME] [--no-run] "
-                           "[--requires sm_80] [--quiet] [--include NAME,...]") from None
+                           "[--requires sm_80] [--quiet] [--include NAME,...] [--headers cute]") from None
     names = list(parse_kernels(cell))
     key = args.name or (names[0] if names else "cell")
     cell_sources[key] = cell
     options = shlex.split(args.options)
+    libraries = [n for n in args.headers.split(",") if n]
+    if libraries:
+        from ._errors import FeatureUnavailable
+        from ._headers import library_options
+        try:
+            options = [*library_options(libraries), *options]
+        except ValueError as exc:
+            raise _usage_error(f"%%cuda --headers: {exc}") from None
+        except FeatureUnavailable as exc:
+            print(str(exc))   # an optional extra: one sentence, and the notebook goes on
+            return {}
     have_gpu = gpu_available()
     arch = normalize_arch(args.arch) if args.arch else None
     requires = args.requires or declared_arch(cell)   # `// requires: sm_80` says the same as --requires

@@ -4,7 +4,9 @@ Kernels come from solutions/**/*.cu and from every `%%cuda` cell of every chapte
 notebook. A kernel that needs a newer GPU says so: a .cu file on its first line (`// requires: sm_80`),
 a cell with `%%cuda --requires sm_80` (or `--arch`); lower archs are then skipped with that reason. An
 arch-specific target (`sm_90a`: a cell's `--arch`, a file's `// requires: sm_90a`, or the `arch` of the exercise
-a solution belongs to) is compiled for exactly that arch, at its compute capability only.
+a solution belongs to) is compiled for exactly that arch, at its compute capability only. A cell that includes a
+header library (`--headers cute`: CUTLASS's CuTe, the optional `cute` extra the test command installs) is skipped
+with the reason where that library is not installed.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class Kernel:
     arch: str | None = None
     options: tuple[str, ...] = ()
     prelude: str = ""   # the cells it names with --include, compiled ahead of it
+    headers: tuple[str, ...] = ()   # --headers: header libraries outside the CUDA wheels (cute)
 
 
 def cc(arch: str) -> int:
@@ -46,7 +49,7 @@ def parse_cuda_line(line: str) -> dict:
     flags: dict = {}
     for i, word in enumerate(words):
         key, _, value = word.partition("=")
-        if key in ("--requires", "--arch", "--options", "--include", "--name"):
+        if key in ("--requires", "--arch", "--options", "--include", "--name", "--headers"):
             flags[key[2:]] = value or (words[i + 1] if i + 1 < len(words) else "")
     return flags
 
@@ -87,7 +90,8 @@ def notebook_kernels(nb: dict, where: str) -> list[Kernel]:
         prelude = "\n".join(named[n] for n in flags.get("include", "").split(",") if n)
         found.append(Kernel(f"{where}:cell{i}", body, requires=flags.get("requires") or declared_arch(body),
                             arch=flags.get("arch"),
-                            options=tuple(shlex.split(flags.get("options", ""))), prelude=prelude))
+                            options=tuple(shlex.split(flags.get("options", ""))), prelude=prelude,
+                            headers=tuple(n for n in flags.get("headers", "").split(",") if n)))
     return found
 
 
@@ -122,10 +126,13 @@ def build_target(requires, pinned, arch: str) -> str:
 
 
 def compile_kernel(kernel: Kernel, arch: str):
+    course = import_course()
     name = kernel.where.rsplit("/", 1)[-1].replace(":", "_")
-    return import_course().compile_for_arch(
-        kernel.source, arch, options=kernel.options, prelude=kernel.prelude,
-        name=name if name.endswith(".cu") else f"{name}.cu")
+    if "cute" in kernel.headers and not course.cute.available()[0]:
+        pytest.skip("needs CuTe's headers: the optional `cute` extra (nvidia-cutlass) or CUTLASS_PATH")
+    return course.compile_for_arch(
+        kernel.source, arch, options=(*course.library_options(kernel.headers), *kernel.options),
+        prelude=kernel.prelude, name=name if name.endswith(".cu") else f"{name}.cu")
 
 
 @pytest.mark.slow
@@ -165,5 +172,6 @@ def test_requires_flags_parse():
         {"requires": "sm_80", "name": "k", "options": "-DT=4 -O3"}
     assert parse_cuda_line("%%cuda --name s --include parts,more") == {"name": "s", "include": "parts,more"}
     assert parse_cuda_line("%%cuda --arch=sm_90a --no-run") == {"arch": "sm_90a"}
+    assert parse_cuda_line("%%cuda --name g --headers cute") == {"name": "g", "headers": "cute"}
     assert declared_arch("// requires: sm_80\nint x;") == "sm_80"
     assert declared_arch("// needs sm_80") is None and declared_arch("int x;\n// requires: sm_80") is None

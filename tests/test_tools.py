@@ -60,11 +60,13 @@ def test_old_driver_is_named(bootstrap):
 
 
 def test_extras_for_commands(bootstrap):
-    """Does `test` add the test extra, and is cuBLASLt only tried where there is a GPU?"""
+    """Does `test` add the test extra, is cuBLASLt only tried where there is a GPU, and are Triton and CuTe's headers
+    (both compile without a GPU) tried by the test command everywhere, as optional extras?"""
     assert bootstrap.extras_for("lab", "cuda13", gpu=False) == ["cuda13"]
-    assert bootstrap.extras_for("test", "cuda12", gpu=False) == ["cuda12", "test", "triton"]
+    assert bootstrap.extras_for("test", "cuda12", gpu=False) == ["cuda12", "test", "triton", "cute"]
     assert bootstrap.extras_for("test", "cuda13", gpu=True) == ["cuda13", "test", "cublaslt", "cuda-python",
-                                                                "triton"]
+                                                                "triton", "cute"]
+    assert bootstrap.is_optional("cute") and "cute" in bootstrap.OPTIONAL_NOTES
     # NCCL only where there are GPUs to all-reduce across, for the CuPy build's CUDA major, and never required
     assert bootstrap.extras_for("lab", "cuda12", gpu=True, gpus=2)[-1] == "nccl12"
     assert "nccl13" not in bootstrap.extras_for("lab", "cuda13", gpu=True, gpus=1)
@@ -285,6 +287,22 @@ def test_environment_yml_follows_pyproject():
               for d in project["dependencies"] + project["optional-dependencies"]["test"]}
     assert wanted - conda == set(), f"missing from environment.yml: {sorted(wanted - conda)}"
     assert {"cupy", "cuda-nvrtc", "cuda-cccl"} <= conda
+
+
+def test_optional_extras_are_declared_and_explained(bootstrap):
+    """Is every extra the bootstrap tries an extra of pyproject.toml with a note for when it fails, and are the
+    compile-only ones (triton, cute) in environment.yml's pip section too?"""
+    yaml = pytest.importorskip("yaml")
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    tried = bootstrap.OPTIONAL + list(bootstrap.NCCL.values())
+    assert set(tried) <= set(extras) and set(tried) <= set(bootstrap.OPTIONAL_NOTES)
+    assert extras["cute"] == ["nvidia-cutlass>=4.2,<5"]
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = [d for e in env["dependencies"] if isinstance(e, dict) for d in e.get("pip", [])]
+    for extra in ("triton", "cute"):
+        wanted = {d.split(";")[0].strip() for d in extras[extra]}     # conda's pip lines carry no markers
+        assert wanted <= set(pip), f"the {extra} extra is missing from environment.yml's pip section"
 
 
 def test_bootstrap_help_exits_zero_with_the_two_commands(bootstrap, capsys):

@@ -68,13 +68,16 @@ def choose_cuda_extra(version: tuple[int, int] | None) -> tuple[str, str | None]
     )
 
 
-# Tried where a GPU can use them; a failure is noted, never fatal: cuBLASLt (nvmath-python, chapter 10) and
-# cuda-python's runtime bindings (chapter 04's persisting L2 window).
-OPTIONAL = ["cublaslt", "cuda-python", "triton"]
+# Tried where a GPU can use them; a failure is noted, never fatal: cuBLASLt (nvmath-python, chapter 10),
+# cuda-python's runtime bindings (chapter 04's persisting L2 window), Triton (chapter 15) and CUTLASS's CuTe headers
+# (chapter 13's CuTe view).
+OPTIONAL = ["cublaslt", "cuda-python", "triton", "cute"]
 OPTIONAL_NOTES = {"cublaslt": "nvmath-python did not install here, so cuBLASLt examples use their fallback",
                   "cuda-python": "cuda-python did not install here, so chapter 04 replays its persisting-L2 row",
                   "triton": "Triton did not install here, so chapter 15 shows recorded results and its graded "
                             "Triton exercises say that Triton is missing",
+                  "cute": "nvidia-cutlass (CuTe's headers) did not install here, so chapter 13's CuTe cell says what to "
+                          "install and its compile test is skipped",
                   "nccl13": "NCCL did not install here, so chapter 16's NCCL cells fail and its ring exercise cannot "
                             "be timed; pip install nvidia-nccl-cu13 to add it",
                   "nccl12": "NCCL did not install here, so chapter 16's NCCL cells fail and its ring exercise cannot "
@@ -90,8 +93,8 @@ def is_optional(extra: str) -> bool:
 
 def extras_for(command: str, cuda_extra: str, gpu: bool, gpus: int = 1) -> list[str]:
     """Extras to install for `command`; cuBLASLt is tried only where a GPU can use it, NCCL where ``gpus`` >= 2.
-    Triton also on a machine without one for the tests: it compiles without a GPU, so the CPU tier tests the
-    grader's Triton path."""
+    Triton and CuTe's headers also on a machine without one for the tests: both compile without a GPU, so the CPU
+    tier tests the grader's Triton path and compiles chapter 13's CuTe cell."""
     extras = [cuda_extra]
     if command == "test":
         extras.append("test")
@@ -100,7 +103,7 @@ def extras_for(command: str, cuda_extra: str, gpu: bool, gpus: int = 1) -> list[
         if gpus >= 2:
             extras.append(NCCL[cuda_extra])
     elif command == "test":
-        extras.append("triton")
+        extras += ["triton", "cute"]
     return extras
 
 

@@ -7,8 +7,9 @@ shape no tile divides before timing any). One more pair: step 6 as it is against
 it). The issue's goal is 0.90 x cuBLAS at both sizes on the H100 for
 the chapter's best kernel (step 7, and the graded hopper_gemm reference, the same kernel with FP32 stores,
 timed against cuBLAS BF16 with FP32 out through the spec's own launch). Steps 1 and 2 are
-left out at 8192^3, where they only cost time. Needs sm_90 (wgmma, setmaxnreg and TMA are in sm_90a only):
-on another GPU the chapter has no rows.
+left out at 8192^3, where they only cost time. Section 4's CuTe kernel (step 3's tiling written with CuTe) is timed
+at 4096^3 beside step 3 and cuBLAS BF16 in one run, where CuTe's headers are installed (the optional `cute`
+extra). Needs sm_90 (wgmma, setmaxnreg and TMA are in sm_90a only): on another GPU the chapter has no rows.
 """
 from __future__ import annotations
 
@@ -43,7 +44,27 @@ def rows(ctx) -> list:
                        anchor_value=t["default"].tflops(flops),
                        note="every remote mbarrier.arrive a release fence at cluster scope"))
     out += _graded_rows(ctx)
+    out += _cute_rows(ctx)
     return out
+
+
+def _cute_rows(ctx) -> list:
+    """The CuTe kernel at 4096^3 against cuBLAS BF16 and against step 3, the hand-written kernel it mirrors, all
+    three checked first and timed in one run (`ch13.compare_cute`); none without CuTe's headers."""
+    import course
+    from course.lessons import ch13
+    if not course.cute.available()[0]:
+        return []
+    table = ch13.compare_cute(4096, verbose=False, progress=False)
+    by_name = {r["name"]: r for r in table}
+    cublas = next(r for r in table if r["is_anchor"])
+    cute, by_hand = by_name[ch13.CUTE], by_name[ch13.CUTE_MIRRORS]
+    note = f"{cute['about']} (CUTLASS {course.cute.version()} headers through NVRTC)"
+    return [ctx.row(f"{ch13.CUTE} (CuTe) 4096^3", cute["rate"], "TFLOP/s", anchor=f"{cublas['name']}, same run",
+                    anchor_value=cublas["rate"], note=note),
+            ctx.row(f"{ch13.CUTE} (CuTe) against {ch13.CUTE_MIRRORS} 4096^3", cute["rate"], "TFLOP/s",
+                    anchor=f"{ch13.CUTE_MIRRORS} (step 3 by hand), same run", anchor_value=by_hand["rate"],
+                    note="the same tiling, launch and tensor maps")]
 
 
 def _graded_rows(ctx) -> list:

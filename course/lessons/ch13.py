@@ -4,7 +4,9 @@ The kernels live in the notebook's `%%cuda` cells (each step includes the `hoppe
 knows how each step is launched (threads, dynamic shared memory, the boxes of its TMA maps, its grid), checks
 every step at a shape no tile divides, and times the ladder against cuBLAS BF16 on the same inputs with
 `course.variants.compare`; the benchmark rows build the same table. C = A B^T: A is M x K and B is N x K, both
-row-major BF16 (K-major, as wgmma reads them), C is BF16.
+row-major BF16 (K-major, as wgmma reads them), C is BF16. Section 4's CuTe kernel (`CUTE`, a cell that includes
+CuTe's headers: the optional `cute` extra) takes step 3's tiling, launch and tensor maps, and `compare_cute` times
+it beside step 3 and cuBLAS.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import course
 from course.gemm import check_gemm, gemm_flops, make_inputs
 from course.variants import Variant, compare
 
-__all__ = ["CHAPTER", "SIZE", "LADDER", "STAGE_BYTES", "grid_of", "launcher", "inputs", "ladder_variants", "compare_ladder"]
+__all__ = ["CHAPTER", "SIZE", "LADDER", "STAGE_BYTES", "CUTE", "CUTE_MIRRORS", "grid_of", "launcher", "inputs",
+           "ladder_variants", "compare_ladder", "compare_cute"]
 
 CHAPTER = "13_hopper_gemm"
 SIZE = 4096
@@ -35,12 +38,17 @@ LADDER = {
                       "the epilogue through shared memory and TMA stores"),
 }
 
+# Section 4: step 3's tiling (128 x 256 tiles, two consumer warpgroups, 4 TMA slots, a __syncthreads a slice)
+# written with CuTe's layouts and atoms; launched exactly as step 3, so the two differ only in how they are written.
+CUTE, CUTE_MIRRORS = "cute_gemm", "hg3_pipeline"
+_LAUNCH = {**LADDER, CUTE: LADDER[CUTE_MIRRORS][:-1] + ("step 3's tiling written with CuTe's layouts and atoms",)}
+
 
 def grid_of(step: str, kernel, m: int, n: int):
     """The step's grid for an M x N result: one block per tile, or a persistent grid (one block per SM, or as
     many clusters of two as can run at once: a cluster that waited for a free pair of SMs would start its share
     of the tiles only when a whole cluster had finished)."""
-    threads, smem, _, _, kind, _, _ = LADDER[step]
+    threads, smem, _, _, kind, _, _ = _LAUNCH[step]
     tiles = course.grid_for(n, 256) * course.grid_for(m, 128)
     if kind == "tiles64":
         return course.grid_for(n, 128), course.grid_for(m, 64)
@@ -56,7 +64,7 @@ def launcher(step: str, kernel=None):
     """``run(a, b, c)`` for BF16 bits a (M x K), b (N x K) and c (M x N): the step's kernel (default: compiled
     from its cell) with TMA maps of a and b (and c) encoded for these arrays and its grid."""
     k = kernel or course.lesson_cell(CHAPTER, step).kernel(step)
-    threads, smem, a_rows, b_rows, _, c_map, _ = LADDER[step]
+    threads, smem, a_rows, b_rows, _, c_map, _ = _LAUNCH[step]
 
     def run(a, b, c):
         (m, kk), n = a.shape, b.shape[0]
@@ -89,7 +97,7 @@ def ladder_variants(size: int = SIZE, steps=None, kernels=None, check_shape=(300
             sa, sb, sc, sb_kn = inputs(*check_shape, seed=check_shape[0])
             run(sa, sb, sc)()
             return check_gemm(sc, sa, sb_kn, "bf16", name=f"{step} at {'x'.join(map(str, check_shape))}")
-        variants.append(Variant(step, run(a, b, c), check=check, about=LADDER[step][-1]))
+        variants.append(Variant(step, run(a, b, c), check=check, about=_LAUNCH[step][-1]))
     anchor = Variant(f"cuBLAS BF16 {size}^3 (bf16 out)", lambda: course.cublas.gemm(a, b_kn, c, compute="bf16"))
     return variants, [anchor]
 
@@ -101,6 +109,17 @@ def compare_ladder(size: int = SIZE, steps=None, kernels=None, **kw):
               f'course.results.show_recorded("{CHAPTER}") prints the recorded one.')
         return []
     variants, anchors = ladder_variants(size, steps, kernels)
-    kw = {"budget_s": 1.5, "max_samples": 30, **kw}
-    return compare(variants, anchors=anchors, work=gemm_flops(size, size, size), unit="TFLOP/s",
-                   title=f"the Hopper ladder at {size}^3 (BF16 in, FP32 accumulate, BF16 out)", **kw)
+    kw = {"budget_s": 1.5, "max_samples": 30,
+          "title": f"the Hopper ladder at {size}^3 (BF16 in, FP32 accumulate, BF16 out)", **kw}
+    return compare(variants, anchors=anchors, work=gemm_flops(size, size, size), unit="TFLOP/s", **kw)
+
+
+def compare_cute(size: int = SIZE, kernels=None, **kw):
+    """The CuTe kernel beside the step it mirrors and cuBLAS BF16, each checked first (`ladder_variants`); [] with
+    one sentence where this GPU is not sm_90 or CuTe's headers are not installed."""
+    ok, why = course.cute.available()
+    if not ok:
+        print(why)
+        return []
+    kw = {"title": f"step 3 by hand and in CuTe at {size}^3 (BF16 in, FP32 accumulate, BF16 out)", **kw}
+    return compare_ladder(size, steps=[CUTE_MIRRORS, CUTE], kernels=kernels, **kw)

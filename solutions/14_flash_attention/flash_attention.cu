@@ -31,15 +31,30 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 template <int D>
 __device__ __forceinline__ int swz(int row, int chunk) { return (row * (D / 8) + (chunk ^ (row & 7))) * 8; }
 
-// Copy rows row0 .. row0 + rows - 1 of an n-row matrix (D values a row, rows `ld` values apart) into a
-// swizzled tile; every thread of the block takes its share of the 16-byte chunks.
-template <int D>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int row0, int rows, int n, int ld) {
-    // blockDim.x is a multiple of D / 8, so a thread copies the same chunk column of every row it visits
-    const int c = threadIdx.x % (D / 8), step = blockDim.x / (D / 8);
-    for (int r = threadIdx.x / (D / 8); r < rows; r += step) {
-        const bool ok = row0 + r < n;
-        cp_async_16(tile + swz<D>(r, c), g + static_cast<size_t>(ok ? row0 + r : 0) * ld + c * 8, ok);
+// Copy rows row0 .. row0 + ROWS - 1 of an n-row matrix (D values a row, rows `ld` values apart) into a
+// swizzled tile, THREADS threads sharing the 16-byte chunks. Thread i keeps chunk column i % (D / 8) and takes
+// rows i / (D / 8) + STEP u: its swizzle (row % 8) never changes, and every later copy sits a fixed distance
+// from its first in both memories, so a copy costs one instruction with a constant offset. (A loop that
+// worked out row, column and swizzle afresh for each chunk cost about 25 instructions per copy.)
+template <int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int row0, int n, int ld) {
+    constexpr int STEP = THREADS / (D / 8);
+    static_assert(STEP % 8 == 0 && ROWS % STEP == 0, "THREADS / (D / 8) must be a multiple of 8 dividing ROWS");
+    const int r = threadIdx.x / (D / 8), c = threadIdx.x % (D / 8);
+    bf16* dst = tile + swz<D>(r, c);
+    const bf16* src = g + static_cast<size_t>(row0 + r) * ld + c * 8;
+    const size_t step = static_cast<size_t>(STEP) * ld;
+    if (row0 + ROWS <= n) {                    // every tile but the sequence's last: no row tests
+#pragma unroll
+        // src + u * step, not chapter 14's src += step: with a runtime ld the increments made ptxas spill
+        // 12 bytes for sm_80 (NVRTC 13.0), this form none on sm_80 and sm_90
+        for (int u = 0; u < ROWS / STEP; ++u) cp_async_16(dst + u * STEP * D, src + u * step, true);
+    } else {
+#pragma unroll
+        for (int u = 0; u < ROWS / STEP; ++u, src += step) {
+            const bool ok = row0 + r + u * STEP < n;
+            cp_async_16(dst + u * STEP * D, ok ? src : g, ok);
+        }
     }
 }
 
@@ -86,7 +101,7 @@ template <int D>
 __device__ __forceinline__ void next_k(bf16* sk, const bf16* k, int k0, bool more, int n, int ld) {
     cp_async_wait_all();
     __syncthreads();
-    if (more) load_tile<D>(sk, k, k0, BC, n, ld);
+    if (more) load_tile<D, BC, WARPS * 32>(sk, k, k0, n, ld);
     cp_async_commit();
 }
 
@@ -103,14 +118,21 @@ __device__ __forceinline__ void flash_block(const bf16* q, const bf16* k, const 
     // ones fill the last wave instead of a few long ones running alone
     const int q0 = (causal ? q_blocks - 1 - blockIdx.x : blockIdx.x) * BR;
     bf16 *sq = smem, *sk = sq + BR * D, *sv = sk + BC * D;
+    // Each lane's ldmatrix addresses for the first 16-column step, worked out once. The others differ only in
+    // the 16-byte chunk field of the address: the chunk is (2 kk + h) ^ (row % 8) = ((h ^ row % 8) ^ 2 kk),
+    // so the address of step kk is this one XOR 32 kk bytes (V: XOR 16 dt), and further rows add a constant.
+    // That needs each tile to start at a multiple of its row length in bytes, hence smem's 1024-byte alignment.
+    const unsigned qa = smem_addr(sq + swz<D>(warp * (BR / WARPS) + (lane & 15), lane >> 4));
+    const unsigned ka = smem_addr(sk + swz<D>((lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1));
+    const unsigned va = smem_addr(sv + swz<D>(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4));
 
     int tiles = (n + BC - 1) / BC;
     if (causal) tiles = min(tiles, (q0 + BR + BC - 1) / BC);   // tiles wholly above the diagonal: skipped
     const int row_w = q0 + warp * (BR / WARPS);                  // this warp's first query row
     const float sl2 = scale * LOG2E;                             // exp(x s) = exp2(x s log2 e)
 
-    load_tile<D>(sq, q, q0, BR, n, heads * D);
-    load_tile<D>(sk, k, 0, BC, n, kv_heads * D);
+    load_tile<D, BR, WARPS * 32>(sq, q, q0, n, heads * D);
+    load_tile<D, BC, WARPS * 32>(sk, k, 0, n, kv_heads * D);
     cp_async_commit();
 
     float acc[MT][D / 8][4] = {};
@@ -121,7 +143,7 @@ __device__ __forceinline__ void flash_block(const bf16* q, const bf16* k, const 
         const int k0 = j * BC;
         cp_async_wait_all();
         __syncthreads();                       // K_j is here, and every warp is done with V_{j-1}
-        load_tile<D>(sv, v, k0, BC, n, kv_heads * D);        // V_j arrives while S_j is computed
+        load_tile<D, BC, WARPS * 32>(sv, v, k0, n, kv_heads * D);   // V_j arrives while S_j is computed
         cp_async_commit();
 
         float s[MT][BC / 8][4] = {};
@@ -129,15 +151,11 @@ __device__ __forceinline__ void flash_block(const bf16* q, const bf16* k, const 
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned a[MT][4];                 // Q's fragments, re-read from shared memory every tile: kept in
 #pragma unroll                                 // registers they would take 64 more than D = 128 leaves
-            for (int t = 0; t < MT; ++t) {
-                const int r = warp * (BR / WARPS) + t * 16 + (lane & 15);
-                ldmatrix_x4(a[t], smem_addr(sq + swz<D>(r, 2 * kk + (lane >> 4))));
-            }
+            for (int t = 0; t < MT; ++t) ldmatrix_x4(a[t], (qa ^ (32 * kk)) + t * 16 * D * 2);
 #pragma unroll
             for (int nt = 0; nt < BC / 8; nt += 2) {
                 unsigned b[4];
-                const int r = nt * 8 + (lane >> 4) * 8 + (lane & 7);
-                ldmatrix_x4(b, smem_addr(sk + swz<D>(r, 2 * kk + ((lane >> 3) & 1))));
+                ldmatrix_x4(b, (ka ^ (32 * kk)) + nt * 8 * D * 2);
 #pragma unroll
                 for (int t = 0; t < MT; ++t) {
                     mma_16816(s[t][nt], a[t], b[0], b[1]);
@@ -208,8 +226,7 @@ __device__ __forceinline__ void flash_block(const bf16* q, const bf16* k, const 
 #pragma unroll
             for (int dt = 0; dt < D / 8; dt += 2) {
                 unsigned b[4];
-                const int r = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-                ldmatrix_x4_t(b, smem_addr(sv + swz<D>(r, dt + (lane >> 4))));
+                ldmatrix_x4_t(b, (va ^ (16 * dt)) + kk * 16 * D * 2);
 #pragma unroll
                 for (int t = 0; t < MT; ++t) {
                     mma_16816(acc[t][dt], a[t], b[0], b[1]);
@@ -242,7 +259,7 @@ __device__ __forceinline__ void flash_block(const bf16* q, const bf16* k, const 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 flash_attention(const bf16* q, const bf16* k, const bf16* v, float* o, int n, int heads, int kv_heads, int d,
                 float scale, int causal) {
-    extern __shared__ __align__(128) bf16 smem[];
+    extern __shared__ __align__(1024) bf16 smem[];
     // BEGIN SOLUTION
     const int kvh = blockIdx.y / (heads / kv_heads);     // the K/V head this query head's group shares
     const size_t qo = (static_cast<size_t>(blockIdx.z) * n * heads + blockIdx.y) * d;

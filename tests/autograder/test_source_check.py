@@ -68,19 +68,33 @@ def test_nvrtc_view_drops_only_host_regions():
     assert nvrtc_view(src) == "a\nc\n#ifndef OTHER\nd\n#endif"
 
 
-def course_kernels():
-    """(id, source as NVRTC sees it) of every solution file and every %%cuda cell of the chapters and exercises."""
-    out = [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "solutions").rglob("*.cu"))]
+def course_kernels(library_cells: bool = False):
+    """(id, source as NVRTC sees it) of every solution file and every %%cuda cell of the chapters and exercises.
+    Cells that compile against an optional header library (`%%cuda --headers cute`) are lesson-only: the grader
+    offers no such library, so they are listed only with ``library_cells`` (and then only they are)."""
+    out = [] if library_cells else [(str(p.relative_to(ROOT)), p.read_text())
+                                    for p in sorted((ROOT / "solutions").rglob("*.cu"))]
     books = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "exercises" / "source").glob("*/*.ipynb"))
     for nb in books:
         for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             if cell["cell_type"] == "code" and src.lstrip().startswith("%%cuda"):
-                out.append((f"{nb.relative_to(ROOT)}#{i}", nvrtc_view(src.lstrip().split("\n", 1)[1])))
+                magic, body = src.lstrip().split("\n", 1)
+                if ("--headers" in magic) == library_cells:
+                    out.append((f"{nb.relative_to(ROOT)}#{i}", nvrtc_view(body)))
     return out
 
 
 COURSE_KERNELS = course_kernels()
+
+
+def test_lesson_cells_on_a_header_library_cannot_be_handed_in():
+    """Chapter 13's CuTe cell includes CUTLASS's headers, which the grader does not offer: handed in, it is refused
+    by the source check with a reason, before anything compiles."""
+    cells = course_kernels(library_cells=True)
+    assert any("13_hopper_gemm" in k for k, _ in cells)
+    for key, source in cells:
+        assert "is not allowed" in check_source(source) and "cute/" in check_source(source), key
 
 
 # --- the allow-list ---------------------------------------------------------------------------------------

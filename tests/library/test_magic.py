@@ -58,6 +58,25 @@ def test_include_compiles_the_named_cell_ahead_and_keeps_line_numbers(capsys):
     assert ">   3 |" in str(ei.value) and "two" in str(ei.value)
 
 
+def test_headers_adds_a_header_library_or_says_what_to_install(monkeypatch, capsys):
+    """Does --headers cute compile a cell that includes CuTe (where its headers are installed), print one sentence
+    saying what to install (and keep the source) where they are not, and refuse a library it does not know?"""
+    from IPython.core.error import UsageError
+    import course
+    user = ('#include <cute/layout.hpp>\n'
+            'extern "C" __global__ void kc(int* y) { y[0] = cute::size(cute::Layout<cute::Shape<cute::_8, cute::_64>>{}); }')
+    if course.cute.available()[0]:
+        _magic.cuda_cell("--name cute_t --headers cute", user, {})
+        assert "Compiled kc" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="unknown header library 'cutlass3'; known: cute"):
+        _magic.cuda_cell("--headers cutlass3", user, {})
+    monkeypatch.delenv("CUTLASS_PATH", raising=False)
+    monkeypatch.setattr(course.cute, "_from_wheel", lambda: None)
+    assert _magic.cuda_cell("--name cute_t2 --headers cute", user, {}) == {}
+    assert capsys.readouterr().out.strip() == course.cute.MISSING
+    assert _magic.cell_sources["cute_t2"] == user
+
+
 def test_arch_specific_requirements_mean_that_gpu_only(monkeypatch, capsys):
     """Is sm_90a satisfied by an sm_90 GPU only (not sm_80, not sm_100), sm_90 by it and newer, and does
     %%gpu --requires sm_90a skip with one sentence elsewhere?"""
