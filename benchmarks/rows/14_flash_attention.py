@@ -46,7 +46,13 @@ def _target_rows(ctx, shape, causal, tag) -> list:
     flash = ch14.launcher("flash_fwd")(q, k, v, o, causal)
     flops = ch14.attention_flops(*shape, causal)
     out = []
-    fa2 = ch14.torch_backends(q, k, v, causal).get("PyTorch SDPA FlashAttention-2")
+    backends = ch14.torch_backends(q, k, v, causal)
+    fa2, math_ = backends.get("PyTorch SDPA FlashAttention-2"), backends.get("PyTorch SDPA math")
+    if math_ is not None and shape[2] == 128:
+        t = ctx.interleaved({"flash": flash, "math": math_}, max_samples=10)
+        out.append(ctx.row(f"flash_fwd vs PyTorch's math backend, interleaved, {tag}", t["flash"].tflops(flops),
+                           "TFLOP/s", anchor="PyTorch SDPA math, same run", anchor_value=t["math"].tflops(flops),
+                           note="PyTorch's unfused attention: matmul, softmax and matmul as separate kernels on BF16"))
     if fa2 is not None:
         t = ctx.interleaved({"flash": flash, "fa2": fa2})
         out.append(ctx.row(f"flash_fwd vs FlashAttention-2, interleaved, {tag}", t["flash"].tflops(flops), "TFLOP/s",

@@ -76,7 +76,7 @@ def torch_backends(q, k, v, causal: bool) -> dict:
     tq, tk, tv = (torch.from_dlpack(x).view(torch.bfloat16)[None] for x in (q, k, v))
     out = {}
     for label, backend in (("FlashAttention-2", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION),
-                           ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                           ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION), ("math", SDPBackend.MATH)):
         def launch(backend=backend):
             # the benchmark times CuPy's current stream: PyTorch must queue its kernels there too
             with torch.cuda.stream(torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)), \
