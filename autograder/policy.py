@@ -452,10 +452,12 @@ def score(ex, sizes: list, speed: SpeedResult | None = None, *, pipeline: Pipeli
                           pipeline=pipeline, **base)
 
 
-def skipped_report(ex, device_arch: str, gpu_count: int | None = None, why: str = "", **extra) -> ExerciseReport:
+def skipped_report(ex, device_arch: str, gpu_count: int | None = None, why: str = "", cc=None,
+                   **extra) -> ExerciseReport:
+    """The report of an exercise this machine cannot grade: too few GPUs for a ring, or GPUs that cannot time one
+    (``why``), unless its GPU (compute capability ``cc``) could not run the kernel anyway; else the GPU's arch."""
     from .ring import gpus_needed, skipped_reason
     from .tensormaps import runs_on
-    cc = extra.pop("cc", None)
     if why or (gpu_count is not None and gpu_count < gpus_needed(ex) and (cc is None or runs_on(ex, cc))):
         reason = skipped_reason(ex, gpu_count, why)
     elif getattr(ex, "arch", None):   # an arch-specific target runs on one compute capability only

@@ -3,9 +3,9 @@
 A spec gives ``ring=Ring(gpus=2)``. The kernel's contract is a step of `course.multi_gpu.ring_allreduce`:
 ``(float* mine, const float* left, int n, int rank, int world, int step)``. Its correctness is checked as
 any kernel's, one step at a time on one GPU (``left`` is then a second buffer on the same GPU): the usual
-size cases, hidden sizes, poison, guard zones, two runs. Its speed is the ring's: in the run child, on every
-GPU of the machine, the whole all-reduce of ``nbytes`` per GPU with the student's kernel on every rank is
-timed interleaved with NCCL's all-reduce of the same bytes (autograder/ring_timing.py), every timed run on
+size cases, hidden sizes, poison, guard zones, two runs. Its speed is the ring's: in the run child, on the
+spec's ``gpus`` GPUs (the machine's first ones), the whole all-reduce of ``nbytes`` per GPU with the student's
+kernel on every rank is timed interleaved with NCCL's all-reduce of the same bytes (autograder/ring_timing.py), every timed run on
 fresh inputs and checked, so the ratio is NCCL's time over the student ring's: its share of NCCL's bus
 bandwidth. A machine with fewer than ``gpus`` GPUs skips the exercise like an older GPU does (points left
 out of the total, a reason saying how many GPUs it needs).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Ring", "RING_PARAMS", "spec_problem", "ring_problem", "gpus_needed", "skipped_reason"]
+__all__ = ["Ring", "RING_PARAMS", "spec_problem", "ring_spec_problem", "gpus_needed", "skipped_reason"]
 
 RING_PARAMS = ("mine", "left", "n", "rank", "world", "step")
 """The kernel's parameters, in order: the driver passes exactly these."""
@@ -24,8 +24,8 @@ RING_PARAMS = ("mine", "left", "n", "rank", "world", "step")
 
 @dataclasses.dataclass(frozen=True)
 class Ring:
-    """The kernel is timed as every step of a ring all-reduce of ``nbytes`` per GPU over all the machine's GPUs
-    (at least ``gpus``), against NCCL's all-reduce of the same bytes in the same child."""
+    """The kernel is timed as every step of a ring all-reduce of ``nbytes`` per GPU over exactly ``gpus`` GPUs (the
+    thresholds hold for that many, whatever the machine has), against NCCL's all-reduce of the same bytes."""
 
     gpus: int = 2
     nbytes: int = 256 << 20
@@ -47,7 +47,7 @@ def skipped_reason(ex, gpu_count: int, why: str = "") -> str:
             f"reach each other's memory, with NCCL installed.")
 
 
-def ring_problem(ex) -> tuple:
+def ring_spec_problem(ex) -> tuple:
     """(field, problem) for a ``ring`` that does not fit the exercise; ('', '') when it does."""
     ring = getattr(ex, "ring", None)
     if ring is None:
@@ -77,4 +77,4 @@ def spec_problem(ex) -> tuple:
     ring's (above); ('', '') when they fit."""
     from .triton_source import spec_problem as language_problem
     field, problem = language_problem(ex)
-    return (field, problem) if problem else ring_problem(ex)
+    return (field, problem) if problem else ring_spec_problem(ex)

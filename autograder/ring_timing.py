@@ -31,7 +31,7 @@ from .cuda_errors import classify_cuda_error
 from .device import backend, gpu_sections
 from .device_ops import count_bad, count_differ, fresh_gather, xor_mask
 from .ring import gpus_needed
-from .timing import POOL_VALUES, TIMING_BUDGET_S, TIMING_MAX_SAMPLES, WrongWhileTimed, decide, speed_record
+from .timing import POOL_VALUES, TIMING_BUDGET_S, TIMING_MAX_SAMPLES, WrongWhileTimed, decide, speed_record, timed_pass
 
 __all__ = ["before_confinement", "ring_timing_step", "RING_RTOL", "RING_ATOL"]
 
@@ -247,9 +247,7 @@ def _ring_timing(ctx) -> dict:
         for r in rings.values():
             r.fill()
         checked.expect()
-        res = be.interleaved(fns, warmup=0, min_samples=10, max_samples=TIMING_MAX_SAMPLES, budget_s=TIMING_BUDGET_S,
-                             on_sample=on_sample, devices=devs)
-        copy_ms.extend(res["copy"].samples_ms)
+        res = timed_pass(be, fns, on_sample, copy_ms, devices=devs)
         extra.setdefault("ring_ref", []).extend(res["ring_reference"].samples_ms)
         return res["student"].samples_ms, res["reference"].samples_ms
 

@@ -24,7 +24,7 @@ from .floors import flop_floor_ms
 from .spec import Constant, In, InOut, Out, Scalar, shape_of
 
 __all__ = ["TIMING_BUDGET_S", "TIMING_MAX_SAMPLES", "WARMUP_RUNS", "WrongWhileTimed", "FreshInputs", "TimedPair",
-           "timing_step", "decide", "speed_record"]
+           "timing_step", "timed_pass", "decide", "speed_record"]
 
 TIMING_BUDGET_S = 1.0      # per interleaved round
 POOL_VALUES = 1 << 20      # generator values per pool; fresh inputs pick from two pools
@@ -242,10 +242,7 @@ def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:
             pair.prepare("student")
             pair.prepare("reference")
         be.sync()
-        res = be.interleaved(fns, warmup=0, min_samples=10, max_samples=TIMING_MAX_SAMPLES,
-                             budget_s=TIMING_BUDGET_S, on_sample=on_sample, around_pass=alone)
-        if "copy" in res:
-            copy_ms.extend(res["copy"].samples_ms)
+        res = timed_pass(be, fns, on_sample, copy_ms, around_pass=alone)
         return res["student"].samples_ms, res["reference"].samples_ms
 
     # every sample now also costs a fresh draw and a reference run for the expected output
@@ -264,6 +261,18 @@ def _timed(ctx, pair, sizes, label, base, geo_s, shared, alone) -> dict:
         if flop_ms is not None and flop_ms > (floor or 0.0):
             floor, why = flop_ms, getattr(ex, "peak", "fp32")
     return {**base, "status": "ok", "speed": speed_record(d, ex, sizes, floor, why)}
+
+
+def timed_pass(be, fns: dict, on_sample, copy_ms: list, **kw) -> dict:
+    """One pass of the speed protocol, the same for every kind of exercise: ``fns`` interleaved by the course's
+    timer, no warm-up of its own (the checked first runs were it), 10 to TIMING_MAX_SAMPLES samples within
+    TIMING_BUDGET_S, ``on_sample`` between samples (the check and the fresh inputs, outside the timed region).
+    The copy's samples, where one ran, are added to ``copy_ms``; ``kw`` goes to the timer."""
+    res = be.interleaved(fns, warmup=0, min_samples=10, max_samples=TIMING_MAX_SAMPLES, budget_s=TIMING_BUDGET_S,
+                         on_sample=on_sample, **kw)
+    if "copy" in res:
+        copy_ms.extend(res["copy"].samples_ms)
+    return res
 
 
 def decide(ctx, measure, base: dict, label: str, geo, wrong: str) -> tuple:

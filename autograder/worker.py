@@ -242,13 +242,11 @@ def _run(chan: Channel, task: dict) -> None:
     need = types.SimpleNamespace(min_cc=tuple(task.get("min_cc") or ex.min_cc),
                                  arch=task.get("arch", getattr(ex, "arch", None)))
     from .ring import gpus_needed
-    why = ""
-    check_ring = getattr(harness, "ring_problem", None)   # the CPU tests' fake harness has none
-    if getattr(ex, "ring", None) is not None and info.get("gpu_count", 1) >= gpus_needed(ex) and check_ring:
-        why = check_ring(ex)   # neighbours without peer access, or no NCCL
-    if not runs_on(need, info["cc"]) or info.get("gpu_count", 1) < gpus_needed(ex) or why:
+    gpus, ring = info.get("gpu_count", 1), getattr(ex, "ring", None) is not None
+    why = harness.ring_problem(ex) if ring and gpus >= gpus_needed(ex) else ""   # no peer access, or no NCCL
+    if not runs_on(need, info["cc"]) or gpus < gpus_needed(ex) or why:
         # an older GPU, not the one an arch-specific target runs on, or a machine that cannot time a ring
-        chan.send(kind="skipped", arch=info["arch"], gpus=info.get("gpu_count", 1), why=why)
+        chan.send(kind="skipped", arch=info["arch"], gpus=gpus, why=why)
         return
     harness.limit_printf()
     from .cuda_errors import share_gpu
@@ -279,9 +277,8 @@ def _run(chan: Channel, task: dict) -> None:
     if ex.pipeline is not None:
         ex.pipeline.resolve_driver()  # imported before the file system closes
     prepare_driver(ex)  # TMA maps are encoded by the driver's bindings, loaded before the file system closes
-    prepare_ring = getattr(harness, "prepare_ring", None)   # the CPU tests' fake harness has none
-    if getattr(ex, "ring", None) is not None and "timing" in task["steps"] and prepare_ring is not None:
-        prepare_ring(ex)  # NCCL starts (reading /sys and /proc) before the file system closes
+    if ring and "timing" in task["steps"]:
+        harness.prepare_ring(ex)  # NCCL starts (reading /sys and /proc) before the file system closes
     _confine(task, compile_phase=False)
     failed = bool(task.get("failed_before"))
     steps = task["steps"]

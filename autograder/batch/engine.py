@@ -186,11 +186,7 @@ def _run_rings(jobs, store, speed, harness, out: BatchResult, gpus: list, log) -
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # the grader failed on this job: its row only, graded again next run
-                rep = problem_report({**job.to_dict(), "problem": (
-                    f"not graded: {type(exc).__name__}: {exc}. Graded again on the next run.")})
-                rep["status"] = "grader error"
-                store.put(job, rep, "none", "lost")
-                out.lost += 1
+                _lost(job, exc, store, out)
     except KeyboardInterrupt:
         return True
     finally:
@@ -220,6 +216,15 @@ def _close(client, cluster) -> None:
             pass
 
 
+def _lost(job, exc, store, out: BatchResult) -> None:
+    """A job the grading could not finish: a "grader error" row saying why, graded again on the next run."""
+    rep = problem_report({**job.to_dict(), "problem": (
+        f"not graded: {type(exc).__name__}: {exc}. Graded again on the next run.")})
+    rep["status"] = "grader error"
+    store.put(job, rep, "none", "lost")
+    out.lost += 1
+
+
 def _run(client, todo, store, speed, harness, out: BatchResult, progress: bool) -> bool:
     """Submit, and commit each result as it arrives; True when interrupted (Ctrl-C)."""
     from distributed import as_completed
@@ -246,11 +251,7 @@ def _run(client, todo, store, speed, harness, out: BatchResult, progress: bool) 
                 store.put(job, res["report"], res["gpu"], res["worker"])
                 out.graded += 1
             except Exception as exc:  # the task killed its workers (or the grader failed): this row only
-                rep = problem_report({**job.to_dict(), "problem": (
-                    f"not graded: {type(exc).__name__}: {exc}. Graded again on the next run.")})
-                rep["status"] = "grader error"
-                store.put(job, rep, "none", "lost")
-                out.lost += 1
+                _lost(job, exc, store, out)
             if bar is not None:
                 bar.update(1)
     except KeyboardInterrupt:

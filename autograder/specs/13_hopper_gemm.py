@@ -19,7 +19,6 @@ from autograder import LARGER_THAN_L2, Exercise, Out, Points, Scalar, TensorMap,
 from course.cublas import bf16_product64, bf16_uniform
 
 
-
 def reference(v):
     return {"c": bf16_product64(v["a"], v["b"], trans_b=True)}
 

@@ -53,7 +53,6 @@ def matmul_launch(sizes, cfg):
     return cdiv(sizes["m"], cfg["BLOCK_M"]) * cdiv(sizes["n"], cfg["BLOCK_N"]), _warps(cfg), 0
 
 
-
 def matmul64(v):
     return {"c": bf16_product64(v["a"], v["b"])}
 

@@ -3,7 +3,7 @@
 Behaviour is chosen by a comment in the kernel source, e.g. ``// FAKE: hang@2 die@1 slow``:
   compile-error, compile-die (the compile child dies as at its CPU-time limit), hang@I (arms 0.5 s then sleeps), die@I (SIGKILL), fatal@I (crash result, child exits),
   fail@I, raise@I (grader bug), huge@I (a 3 MB message), print (printf-like output), slow, impossible,
-  wrongtimed, nogpu, oldgpu (FAKE_GPUS=N in the environment: the machine has N GPUs, default 1), oom@I (the launch runs out of device memory every time), oomshared@I (only
+  wrongtimed, nogpu, oldgpu (FAKE_GPUS=N in the environment: the machine has N GPUs, default 1; FAKE_RING_PROBLEM=why: they cannot time a ring), oom@I (the launch runs out of device memory every time), oomshared@I (only
   while other gradings share the GPU: their memory filled it). Out-of-memory goes through the real
   autograder.cuda_errors, which decides whose doing it is.
 Pipeline step (exercises with a `Pipeline`): pipe=R[,R2...] the pipeline/un-overlapped ratio of each
@@ -38,6 +38,15 @@ def probe():
     cc = [7, 5] if mode == "t4" else [9, 0]
     return True, {"name": "Fake GPU", "cc": cc, "arch": f"sm_{cc[0]}{cc[1]}", "l2_bytes": 1 << 20, "sm_count": 1,
                   "gpu_count": int(os.environ.get("FAKE_GPUS", "1"))}
+
+
+def ring_problem(ex):
+    """Why this machine cannot time a ring exercise: FAKE_RING_PROBLEM in the environment, else '' (it can)."""
+    return os.environ.get("FAKE_RING_PROBLEM", "")
+
+
+def prepare_ring(ex):
+    """The real harness starts NCCL here; the fake machine has nothing to start."""
 
 
 def limit_printf():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from autograder import Ring, Status, get_exercise, grade_source, policy
-from autograder.ring import RING_PARAMS, gpus_needed, ring_problem, skipped_reason
+from autograder.ring import RING_PARAMS, gpus_needed, ring_spec_problem, skipped_reason
 from course import multi_gpu as mg
 from ag_corpus import ROOT
 
@@ -20,7 +20,7 @@ def _ex(**changes):
 
 def test_the_chapter_spec_is_a_ring_of_two_or_more():
     ex = get_exercise(CH, EX)
-    assert isinstance(ex.ring, Ring) and gpus_needed(ex) == 2 and ring_problem(ex) == ("", "")
+    assert isinstance(ex.ring, Ring) and gpus_needed(ex) == 2 and ring_spec_problem(ex) == ("", "")
     assert tuple(p.name for p in ex.params) == RING_PARAMS
     assert gpus_needed(get_exercise("01_first_kernel", "saxpy")) == 1
 
@@ -32,14 +32,14 @@ def test_the_chapter_spec_is_a_ring_of_two_or_more():
     ({"language": "triton"}, "ring", "CUDA kernels"),
 ])
 def test_a_ring_that_does_not_fit_is_refused_by_name(changes, field, words):
-    got_field, problem = ring_problem(_ex(**changes))
+    got_field, problem = ring_spec_problem(_ex(**changes))
     assert got_field == field and words in problem, problem
 
 
 def test_a_ring_kernel_must_take_the_drivers_parameters_in_order():
     ex = get_exercise(CH, EX)
     swapped = [ex.params[1], ex.params[0], *ex.params[2:]]
-    field, problem = ring_problem(_ex(params=swapped))
+    field, problem = ring_spec_problem(_ex(params=swapped))
     assert field == "params" and "mine, left, n, rank, world, step" in problem
 
 
@@ -66,6 +66,17 @@ def test_the_grader_grades_a_ring_on_a_two_gpu_machine(fake_harness, monkeypatch
     source = (ROOT / "solutions" / CH / "ring_step.cu").read_text()
     r = grade_source(CH, EX, source + "\n// FAKE: ok\n")
     assert r.status == Status.PASSED and r.points == 10, r.feedback()
+
+
+def test_two_gpus_that_cannot_time_a_ring_skip_it_with_the_reason(fake_harness, monkeypatch):
+    """Through the run child: two GPUs without peer access (or without NCCL) skip the exercise with the reason the
+    machine gave, before any student kernel runs on a peer pointer it cannot read."""
+    why = "GPU 1 cannot reach GPU 0's memory (no peer access between them)"
+    monkeypatch.setenv("FAKE_GPUS", "2")
+    monkeypatch.setenv("FAKE_RING_PROBLEM", why)
+    source = (ROOT / "solutions" / CH / "ring_step.cu").read_text()
+    r = grade_source(CH, EX, source + "\n// FAKE: ok\n")
+    assert r.status == Status.SKIPPED and r.counted_max_points == 0 and why in r.reason, r.reason
 
 
 def _ring_on_host(step, n, world, rng, integers=False):
